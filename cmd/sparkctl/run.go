@@ -1,0 +1,16 @@
+package main
+
+import (
+	"io"
+
+	"github.com/sparkinfer/cc/internal/cli"
+)
+
+// commands lists every subcommand in the order the usage text shows them.
+// Each lives in its own file of this directory. Wired explicitly: no init()
+// registries in a measured binary.
+var commands = []cli.Command{}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return cli.Main("sparkctl", commands, args, cli.Env{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+}
