@@ -1,0 +1,216 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Q4_K super-block (256 elements, 144 bytes):
+//
+//	[0:2]    f16 d     scale of the 6-bit sub-block scales
+//	[2:4]    f16 dmin  scale of the 6-bit sub-block mins
+//	[4:16]   scales    8 scales sc[j] and 8 mins m[j], 6 bits each (see scaleMinK4)
+//	[16:144] qs        4-bit quants: for chunk c in 0..3, qs[32c+l] holds element
+//	                   64c+l in its low nibble and element 64c+32+l in its high nibble
+//
+// Sub-block j (32 elements) dequantizes as y = d*sc[j]*q - dmin*m[j].
+
+// scaleMinK4 unpacks the 6-bit scale and min of sub-block j from the 12 bytes s:
+// j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: the low 4 bits are in the
+// nibbles of s[j+4] and the high 2 bits in the top bits of s[j-4] (scale) and
+// s[j] (min).
+func scaleMinK4(j int, s []byte) (sc, m uint8) {
+	if j < 4 {
+		return s[j] & 63, s[j+4] & 63
+	}
+	return s[j+4]&0xf | (s[j-4]>>6)<<4, s[j+4]>>4 | (s[j]>>6)<<4
+}
+
+func packScaleMinK4(sc, m *[8]uint8, s []byte) {
+	clear(s[:12])
+	for j := range 8 {
+		if j < 4 {
+			s[j] = sc[j] & 63
+			s[j+4] = m[j] & 63
+		} else {
+			s[j+4] = sc[j]&0xf | (m[j]&0xf)<<4
+			s[j-4] |= (sc[j] >> 4) << 6
+			s[j] |= (m[j] >> 4) << 6
+		}
+	}
+}
+
+func dequantQ4K(b []byte, y []float32) {
+	d := f16Table[binary.LittleEndian.Uint16(b)]
+	dmin := f16Table[binary.LittleEndian.Uint16(b[2:])]
+	s := b[4:16]
+	qs := b[16:144]
+	for c := range 4 {
+		sc1, m1 := scaleMinK4(2*c, s)
+		sc2, m2 := scaleMinK4(2*c+1, s)
+		d1, o1 := d*float32(sc1), dmin*float32(m1)
+		d2, o2 := d*float32(sc2), dmin*float32(m2)
+		q := qs[32*c : 32*c+32]
+		for l := range 32 {
+			y[64*c+l] = d1*float32(q[l]&0xf) - o1
+			y[64*c+32+l] = d2*float32(q[l]>>4) - o2
+		}
+	}
+}
+
+func dotQ4K(row []byte, x []float32) float32 {
+	var sum float64
+	for b := 0; b < len(x)/256; b++ {
+		blk := row[144*b : 144*b+144]
+		d := f16Table[binary.LittleEndian.Uint16(blk)]
+		dmin := f16Table[binary.LittleEndian.Uint16(blk[2:])]
+		s := blk[4:16]
+		qs := blk[16:144]
+		xs := x[256*b : 256*b+256]
+		var acc float32
+		for c := range 4 {
+			sc1, m1 := scaleMinK4(2*c, s)
+			sc2, m2 := scaleMinK4(2*c+1, s)
+			q := qs[32*c : 32*c+32]
+			xa := xs[64*c : 64*c+32]
+			xb := xs[64*c+32 : 64*c+64]
+			var qa, qb, sa, sb float32
+			for l := range 32 {
+				qa += float32(q[l]&0xf) * xa[l]
+				qb += float32(q[l]>>4) * xb[l]
+				sa += xa[l]
+				sb += xb[l]
+			}
+			acc += d*(float32(sc1)*qa+float32(sc2)*qb) - dmin*(float32(m1)*sa+float32(m2)*sb)
+		}
+		sum += float64(acc)
+	}
+	return float32(sum)
+}
+
+// fitScaleMin finds s >= 0 and m >= 0 so that x ~ s*q - m with q in 0..nmax,
+// trying a few grids of inverse scales and refining each by least squares.
+// It returns the fit with the smallest squared error.
+func fitScaleMin(x []float32, nmax int) (s, m float32) {
+	xmin, xmax := x[0], x[0]
+	for _, v := range x {
+		xmin = min(xmin, v)
+		xmax = max(xmax, v)
+	}
+	xmin = min(xmin, 0)
+	if xmax <= xmin {
+		return 0, -xmin
+	}
+	n := float64(len(x))
+	bestS, bestM := float64(xmax-xmin)/float64(nmax), -float64(xmin)
+	bestErr := sqErr(x, bestS, bestM, nmax)
+	for k := -3; k <= 3; k++ {
+		iscale := (float64(nmax) + 0.3*float64(k)) / float64(xmax-xmin)
+		var sq, sqq, sx, sqx float64
+		for _, v := range x {
+			q := math.Round(float64(v-xmin) * iscale)
+			q = max(0, min(float64(nmax), q))
+			sq += q
+			sqq += q * q
+			sx += float64(v)
+			sqx += q * float64(v)
+		}
+		det := n*sqq - sq*sq
+		if det <= 0 {
+			continue
+		}
+		sc := (n*sqx - sq*sx) / det
+		off := (sx - sc*sq) / n // x ~ sc*q + off, off = -m
+		if off > 0 {
+			off = 0
+			sc = sqx / sqq
+		}
+		if sc <= 0 {
+			continue
+		}
+		if e := sqErr(x, sc, -off, nmax); e < bestErr {
+			bestErr, bestS, bestM = e, sc, -off
+		}
+	}
+	return float32(bestS), float32(bestM)
+}
+
+// sqErr is the squared error of quantizing x with scale s and min m.
+func sqErr(x []float32, s, m float64, nmax int) float64 {
+	var e float64
+	for _, v := range x {
+		q := math.Round((float64(v) + m) / s)
+		q = max(0, min(float64(nmax), q))
+		d := float64(v) - (s*q - m)
+		e += d * d
+	}
+	return e
+}
+
+func quantQ4K(x []float32, b []byte) {
+	var scales, mins [8]float32
+	var maxS, maxM float32
+	for j := range 8 {
+		scales[j], mins[j] = fitScaleMin(x[32*j:32*j+32], 15)
+		maxS = max(maxS, scales[j])
+		maxM = max(maxM, mins[j])
+	}
+	dh, dminh := F32ToF16(maxS/63), F32ToF16(maxM/63)
+	d, dmin := F16ToF32(dh), F16ToF32(dminh)
+	if !finite(d) || !finite(dmin) {
+		dh, dminh, d, dmin = 0, 0, 0, 0
+	}
+	// The 6-bit sub-block scale and min: of the floor/ceil roundings of the
+	// fitted values, keep the pair with the smallest squared error.
+	var sc, m [8]uint8
+	var q [256]uint8
+	for j := range 8 {
+		xs := x[32*j : 32*j+32]
+		scCand, mCand := [2]int{}, [2]int{}
+		if d > 0 {
+			v := float64(scales[j] / d)
+			scCand = [2]int{int(max(0, min(63, math.Floor(v)))), int(max(0, min(63, math.Ceil(v))))}
+		}
+		if dmin > 0 {
+			v := float64(mins[j] / dmin)
+			mCand = [2]int{int(max(0, min(63, math.Floor(v)))), int(max(0, min(63, math.Ceil(v))))}
+		}
+		bestErr := math.Inf(1)
+		for _, cs := range scCand {
+			for _, cm := range mCand {
+				step, off := float64(d*float32(cs)), float64(dmin*float32(cm))
+				var e float64
+				if step == 0 {
+					for _, v := range xs {
+						e += (float64(v) + off) * (float64(v) + off)
+					}
+				} else {
+					e = sqErr(xs, step, off, 15)
+				}
+				if e < bestErr {
+					bestErr, sc[j], m[j] = e, uint8(cs), uint8(cm)
+				}
+			}
+		}
+		step := d * float32(sc[j])
+		off := dmin * float32(m[j])
+		if step == 0 {
+			continue
+		}
+		inv := 1 / step
+		for l := range 32 {
+			q[32*j+l] = uint8(clampRound((xs[l]+off)*inv, 0, 15))
+		}
+	}
+	binary.LittleEndian.PutUint16(b, dh)
+	binary.LittleEndian.PutUint16(b[2:], dminh)
+	packScaleMinK4(&sc, &m, b[4:16])
+	qs := b[16:144]
+	for c := range 4 {
+		for l := range 32 {
+			qs[32*c+l] = q[64*c+l] | q[64*c+32+l]<<4
+		}
+	}
+}
+
+func finite(v float32) bool { return !math.IsInf(float64(v), 0) && !math.IsNaN(float64(v)) }
