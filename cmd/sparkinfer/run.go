@@ -9,7 +9,9 @@ import (
 // commands lists every subcommand in the order the usage text shows them.
 // Each lives in its own file of this directory. Wired explicitly: no init()
 // registries in a measured binary.
-var commands = []cli.Command{}
+var commands = []cli.Command{
+	{Name: "version", Summary: "print the source hash, binary digest, toolchain and kernels digest", Run: cmdVersion},
+}
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return cli.Main("sparkinfer", commands, args, cli.Env{Stdin: stdin, Stdout: stdout, Stderr: stderr})
