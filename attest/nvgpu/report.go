@@ -380,7 +380,7 @@ func (r *Report) decodeOpaque(f OpaqueField, name string) error {
 		default:
 			r.FeatureFlag = fmt.Sprintf("unknown(%d)", n)
 		}
-	case OpaqueChipSKU, OpaqueChipSKUMod, OpaqueProject, OpaqueProjectSKU, OpaqueProjectSKUMod, OpaqueChipInfo:
+	case OpaqueChipSKU, OpaqueChipSKUMod, OpaqueProject, OpaqueProjectSKU, OpaqueChipInfo:
 		if _, err := cString(f.Data); err != nil {
 			return parseErr(what, "not a printable string: %q", f.Data)
 		}
@@ -430,7 +430,8 @@ func (r *Report) Block(index int) (MeasurementBlock, bool) {
 }
 
 // OpaqueStrings returns every opaque field as a display string keyed by
-// NVIDIA's field name: strings for textual fields, hex otherwise; the
+// NVIDIA's field name: strings for textual fields, hex otherwise (as
+// NVIDIA's and Trustee's verifiers print them; project_sku_mod is hex); the
 // measurement count is omitted (see MeasurementCount).
 func (r *Report) OpaqueStrings() map[string]string {
 	m := map[string]string{}
@@ -447,7 +448,7 @@ func (r *Report) OpaqueStrings() map[string]string {
 			m[name] = r.NVDEC0Status
 		case OpaqueFeatureFlag:
 			m[name] = r.FeatureFlag
-		case OpaqueChipSKU, OpaqueChipSKUMod, OpaqueProject, OpaqueProjectSKU, OpaqueProjectSKUMod, OpaqueChipInfo:
+		case OpaqueChipSKU, OpaqueChipSKUMod, OpaqueProject, OpaqueProjectSKU, OpaqueChipInfo:
 			s, _ := cString(f.Data)
 			m[name] = s
 		case OpaqueDataVersion:
