@@ -110,3 +110,5 @@ func TestPolarisQuotesVerify(t *testing.T) {
 		})
 	}
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
