@@ -10,6 +10,7 @@ import (
 // Each lives in its own file of this directory. Wired explicitly: no init()
 // registries in a measured binary.
 var commands = []cli.Command{
+	{Name: "gpu", Summary: "verify an NVIDIA GPU attestation report: gpu verify --report R --chain C", Run: cmdGPU},
 	{Name: "source-hash", Summary: "print the source hash of a checkout or source tree", Run: cmdSourceHash},
 }
 
