@@ -215,93 +215,22 @@ func (s *cpuSeq) forward(tokens []int, out []float32, all bool) {
 	s.c.matMul(&m.Output, s.xb[:n*D], n, out[:n*m.Vocab])
 }
 
-// matMul sets out[t*Rows+r] = W.Row(r) · x[t*Cols:(t+1)*Cols] for t < T.
-// Rows are split across the pool; each row is read from memory once and
-// applied to all T inputs while in cache. A single input (decode) uses
-// quant.DotRow over the quantized blocks; a batch of at least batchDequant
-// inputs (prefill) dequantizes each row once into a per-chunk buffer and
-// takes float32 dot products, which is several times faster per token than
-// repeating DotRow (see BenchmarkMatVec). Both agree to float rounding
-// (TestMatMulEqualsDotRowAndReference).
+// matMul sets out[t*Rows+r] = W.Row(r) · x[t*Cols:(t+1)*Cols] for t < T,
+// each with quant.DotRow over the quantized blocks. Rows are split across
+// the pool; each row is read from memory once and applied to all T inputs
+// while it is in cache, so a batch (prefill) streams the weights once.
+//
+// A variant that dequantizes each row once per batch and takes float32 dot
+// products four inputs at a time was measured (BenchmarkMatVec) and was
+// slower per token than repeating DotRow on this machine, so it was dropped.
 func (c *CPU) matMul(w *Matrix, x []float32, T int, out []float32) {
 	rows, cols := w.Rows, w.Cols
-	if T < batchDequant {
-		c.pool.For(rows, 16, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
-				for t := range T {
-					out[t*rows+r] = quant.DotRow(w.Type, row, x[t*cols:(t+1)*cols])
-				}
-			}
-		})
-		return
-	}
 	c.pool.For(rows, 16, func(lo, hi int) {
-		deq := make([]float32, cols)
 		for r := lo; r < hi; r++ {
-			if err := quant.Dequantize(w.Type, w.Data[r*w.RowBytes:(r+1)*w.RowBytes], deq); err != nil {
-				panic(err) // shapes were checked at load
-			}
-			t := 0
-			for ; t+4 <= T; t += 4 {
-				out[t*rows+r], out[(t+1)*rows+r], out[(t+2)*rows+r], out[(t+3)*rows+r] =
-					dot4F32(deq, x[t*cols:(t+1)*cols], x[(t+1)*cols:(t+2)*cols], x[(t+2)*cols:(t+3)*cols], x[(t+3)*cols:(t+4)*cols])
-			}
-			for ; t < T; t++ {
-				out[t*rows+r] = dotF32(deq, x[t*cols:(t+1)*cols])
+			row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
+			for t := range T {
+				out[t*rows+r] = quant.DotRow(w.Type, row, x[t*cols:(t+1)*cols])
 			}
 		}
 	})
-}
-
-// batchDequant is the batch size from which matMul dequantizes rows.
-const batchDequant = 2
-
-// dotF32 is a float32 dot product with eight partial sums (len(a) == len(b)).
-func dotF32(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
-	i := 0
-	for ; i+8 <= len(a); i += 8 {
-		aa, bb := a[i:i+8:i+8], b[i:i+8:i+8]
-		s0 += aa[0] * bb[0]
-		s1 += aa[1] * bb[1]
-		s2 += aa[2] * bb[2]
-		s3 += aa[3] * bb[3]
-		s4 += aa[4] * bb[4]
-		s5 += aa[5] * bb[5]
-		s6 += aa[6] * bb[6]
-		s7 += aa[7] * bb[7]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-}
-
-// dot4F32 returns the dot products of a with four vectors at once, so each
-// element of a is loaded once for four inputs (register blocking).
-func dot4F32(a, b0, b1, b2, b3 []float32) (float32, float32, float32, float32) {
-	n := len(a)
-	b0, b1, b2, b3 = b0[:n], b1[:n], b2[:n], b3[:n]
-	var s0, s1, s2, s3, u0, u1, u2, u3 float32
-	i := 0
-	for ; i+2 <= n; i += 2 {
-		a0, a1 := a[i], a[i+1]
-		s0 += a0 * b0[i]
-		s1 += a0 * b1[i]
-		s2 += a0 * b2[i]
-		s3 += a0 * b3[i]
-		u0 += a1 * b0[i+1]
-		u1 += a1 * b1[i+1]
-		u2 += a1 * b2[i+1]
-		u3 += a1 * b3[i+1]
-	}
-	for ; i < n; i++ {
-		s0 += a[i] * b0[i]
-		s1 += a[i] * b1[i]
-		s2 += a[i] * b2[i]
-		s3 += a[i] * b3[i]
-	}
-	return s0 + u0, s1 + u1, s2 + u2, s3 + u3
 }

@@ -87,7 +87,7 @@ func TestMatMulEqualsDotRowAndReference(t *testing.T) {
 		for ti := range T {
 			for ri := range rows {
 				xr := x[ti*cols : (ti+1)*cols]
-				if got, want := out[ti*rows+ri], quant.DotRow(typ, w.Row(ri), xr); math.Abs(float64(got-want)) > 1e-6*math.Sqrt(float64(cols))*(1+math.Abs(float64(want))) {
+				if got, want := out[ti*rows+ri], quant.DotRow(typ, w.Row(ri), xr); got != want {
 					t.Fatalf("%v: out[%d][%d] = %v, DotRow = %v", typ, ti, ri, got, want)
 				}
 				var ref float64
