@@ -116,9 +116,13 @@ func mint(t *testing.T, a *attesttest.Authority, spec attesttest.Spec) *attest.B
 	return b
 }
 
-func verify(t *testing.T, a *attesttest.Authority, b *attest.Bundle, nonce []byte) (*attest.Result, error) {
+func verify(t *testing.T, a *attesttest.Authority, b *attest.Bundle, nonce []byte, at ...time.Time) (*attest.Result, error) {
 	t.Helper()
-	v, err := attest.NewVerifier(a.Options(testNow))
+	now := testNow
+	if len(at) > 0 {
+		now = at[0]
+	}
+	v, err := attest.NewVerifier(a.Options(now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/google/go-sev-guest/verify/trust"
 
 	"github.com/sparkinfer/cc/attest/check"
 	"github.com/sparkinfer/cc/attest/sim"
+	"github.com/sparkinfer/cc/attest/tdx"
 )
 
 // Options is the deployment-wide trust material and environment of a
@@ -25,6 +29,18 @@ type Options struct {
 	// (package attest/attesttest) to check that verification really
 	// depends on it.
 	SimRoot ed25519.PublicKey
+	// TDXPCS fetches Intel PCS collateral (with its on-disk cache) for TDX
+	// quotes whose bundle carries no collateral; nil means offline.
+	TDXPCS *tdx.PCS
+	// SNPGetter fetches AMD KDS CRLs; nil means offline (revocation
+	// skipped, which the default policy rejects).
+	SNPGetter trust.HTTPSGetter
+	// GPURIMDir is an offline cache of NVIDIA RIMs named by RIM id, used
+	// for GPUs whose bundle entry carries no RIMs; "" means none.
+	GPURIMDir string
+	// GPUHTTPClient enables OCSP revocation checks of GPU certificate
+	// chains; nil means offline.
+	GPUHTTPClient *http.Client
 }
 
 // Expectations are the per-bundle expectations given to [Verifier.Verify].
@@ -61,11 +77,12 @@ func (e *UnsupportedKindError) Error() string {
 type Verifier struct {
 	now     func() time.Time
 	simRoot ed25519.PublicKey
+	opts    Options
 }
 
 // NewVerifier returns a verifier with the given trust material.
 func NewVerifier(opts Options) (*Verifier, error) {
-	v := &Verifier{now: opts.Now, simRoot: opts.SimRoot}
+	v := &Verifier{now: opts.Now, simRoot: opts.SimRoot, opts: opts}
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -123,9 +140,10 @@ func (v *Verifier) Verify(ctx context.Context, b *Bundle, exp Expectations) (*Re
 	if err != nil {
 		return nil, err
 	}
+	now := v.now()
 	r := &Result{Claims: Claims{
 		Version:         ClaimsVersion,
-		VerifiedAt:      FormatTime(v.now()),
+		VerifiedAt:      FormatTime(now),
 		StatementDigest: Digest(b.Statement),
 		Statement:       *stmt,
 		GPUs:            []GPUClaims{},
@@ -142,7 +160,7 @@ func (v *Verifier) Verify(ctx context.Context, b *Bundle, exp Expectations) (*Re
 
 	// The TEE evidence and its binding to the statement bytes.
 	want := ReportData(b.Statement)
-	tee, got, err := v.verifyTEE(ctx, &b.TEE, cl)
+	tee, got, err := v.verifyTEE(ctx, now, &b.TEE, cl)
 	r.Claims.TEE = tee
 	switch {
 	case err != nil:
@@ -175,7 +193,7 @@ func (v *Verifier) Verify(ctx context.Context, b *Bundle, exp Expectations) (*Re
 			cl.Fail(name+".evidence_digest", "gpu evidence digest not in statement: sha256 %s is not the statement's entry %d", gc.EvidenceDigest, i)
 			note(&check.VerifyError{Check: name + ".evidence_digest", Err: errors.New("gpu evidence digest not in statement")})
 		}
-		nonce, err := v.verifyGPU(ctx, g, name, &gc, cl)
+		nonce, err := v.verifyGPU(ctx, now, g, name, &gc, cl)
 		if err != nil {
 			note(err)
 			cl.Skip(name+".nonce", "gpu evidence not verified, nonce not checked")
@@ -221,7 +239,7 @@ func (v *Verifier) Verify(ctx context.Context, b *Bundle, exp Expectations) (*Re
 // verifyTEE dispatches on the TEE kind. It returns the claims, the report
 // data the evidence carries, and an error when the evidence could not be
 // verified (rejected or unavailable). Checks are appended to cl.
-func (v *Verifier) verifyTEE(_ context.Context, t *TEEEvidence, cl *check.List) (TEEClaims, []byte, error) {
+func (v *Verifier) verifyTEE(ctx context.Context, now time.Time, t *TEEEvidence, cl *check.List) (TEEClaims, []byte, error) {
 	c := TEEClaims{Kind: t.Kind}
 	switch t.Kind {
 	case KindSim:
@@ -242,6 +260,10 @@ func (v *Verifier) verifyTEE(_ context.Context, t *TEEEvidence, cl *check.List) 
 		c.TEETCBSVN = hex.EncodeToString(q.TEETCBSVN[:])
 		cl.Skip("tee.collateral", "simulated tee has no tcb collateral")
 		return c, q.ReportData[:], nil
+	case KindTDX:
+		return v.verifyTDX(now, t, cl)
+	case KindSEVSNP:
+		return v.verifySEVSNP(ctx, now, t, cl)
 	default:
 		err := &check.UnavailableError{What: fmt.Sprintf("verifier for tee kind %q", t.Kind), Err: &UnsupportedKindError{Kind: fmt.Sprintf("tee kind %q", t.Kind)}}
 		cl.Skip("tee.signature", "unsupported evidence kind %q in this build", t.Kind)
@@ -251,7 +273,7 @@ func (v *Verifier) verifyTEE(_ context.Context, t *TEEEvidence, cl *check.List) 
 
 // verifyGPU dispatches on the GPU kind, fills gc and returns the report's
 // request nonce.
-func (v *Verifier) verifyGPU(_ context.Context, g *GPUEvidence, name string, gc *GPUClaims, cl *check.List) ([]byte, error) {
+func (v *Verifier) verifyGPU(_ context.Context, now time.Time, g *GPUEvidence, name string, gc *GPUClaims, cl *check.List) ([]byte, error) {
 	switch g.Kind {
 	case GPUKindSim:
 		gc.Simulated = true
@@ -271,6 +293,8 @@ func (v *Verifier) verifyGPU(_ context.Context, g *GPUEvidence, name string, gc 
 		gc.FWID = hex.EncodeToString(r.FWID[:])
 		cl.Skip(name+".rims", "simulated gpu has no reference manifests")
 		return r.Nonce[:], nil
+	case GPUKindNVIDIA:
+		return v.verifyNVIDIA(now, g, name, gc, cl)
 	default:
 		err := &check.UnavailableError{What: fmt.Sprintf("verifier for gpu kind %q", g.Kind), Err: &UnsupportedKindError{Kind: fmt.Sprintf("gpu kind %q", g.Kind)}}
 		cl.Skip(name+".signature", "unsupported evidence kind %q in this build", g.Kind)

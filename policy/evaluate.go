@@ -306,10 +306,10 @@ func (e *eval) gpus(c *attest.Claims, p *Policy) {
 		if g.CCEnabled {
 			e.pass(name+".cc_mode", "confidential computing on")
 		} else {
-			e.fail(name+".cc_mode", field+".cc_enabled", "false", "true", "gpu confidential computing mode is off")
+			e.fail(name+".cc_mode", field+".cc_enabled", "false", "true", "gpu confidential computing mode not shown to be on")
 		}
 		if g.DevToolsEnabled {
-			e.fail(name+".dev_tools", field+".dev_tools_enabled", "true", "false", "gpu dev tools mode is on")
+			e.fail(name+".dev_tools", field+".dev_tools_enabled", "true", "false", "gpu dev tools mode not shown to be off")
 		} else {
 			e.pass(name+".dev_tools", "dev tools off")
 		}

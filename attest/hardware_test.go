@@ -1,0 +1,114 @@
+package attest_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sparkinfer/cc/attest"
+	"github.com/sparkinfer/cc/attest/attesttest"
+	"github.com/sparkinfer/cc/attest/check"
+	"github.com/sparkinfer/cc/attest/nvgpu"
+)
+
+// realBundle wraps real hardware evidence in a bundle: a real TDX quote with
+// its collateral from a Polaris receipt and a real Blackwell GPU report with
+// its chain. The statement is ours, so the quote's REPORTDATA cannot bind
+// it and the GPU report's nonce cannot be its GPU nonce: exactly those two
+// checks must fail, while every signature and chain check passes.
+func realBundle(t *testing.T) (*attest.Bundle, time.Time) {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/real/polaris-0000-51467dd.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var receipt struct {
+		Attestation struct {
+			Timestamp string `json:"timestamp_utc"`
+		} `json:"attestation"`
+		TDX struct {
+			Quote      string `json:"quote_b64"`
+			Collateral string `json:"collateral_b64"`
+		} `json:"tdx"`
+	}
+	if err := json.Unmarshal(raw, &receipt); err != nil {
+		t.Fatal(err)
+	}
+	at, err := time.Parse(time.RFC3339, receipt.Attestation.Timestamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote, err := base64.StdEncoding.DecodeString(receipt.TDX.Quote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := base64.StdEncoding.DecodeString(receipt.TDX.Collateral)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repHex, err := os.ReadFile("testdata/real/trustee-blackwellAttestationReport.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := nvgpu.DecodeReportFile(repHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := os.ReadFile("testdata/real/trustee-blackwell_cert_chain_case1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := attesttest.Statement(at, testNonce)
+	s.GPUEvidenceDigests = []string{attest.Digest(rep)}
+	sb, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &attest.Bundle{
+		Version:   attest.BundleVersion,
+		Statement: sb,
+		TEE:       attest.TEEEvidence{Kind: attest.KindTDX, Quote: quote, Collateral: coll},
+		GPUs:      []attest.GPUEvidence{{Kind: attest.GPUKindNVIDIA, Report: rep, CertChain: chain}},
+	}, at
+}
+
+func TestRealHardwareEvidence(t *testing.T) {
+	b, at := realBundle(t)
+	r, err := verify(t, attesttest.PublicAuthority(), b, testNonce, at)
+	var ve *check.VerifyError
+	if !errors.As(err, &ve) || ve.Check != "tee.report_data" {
+		t.Fatalf("Verify: %v, want the tee.report_data rejection first", err)
+	}
+	var failed []string
+	for _, c := range r.Checks {
+		if c.Status == check.Fail {
+			failed = append(failed, c.Name)
+		}
+	}
+	if want := []string{"tee.report_data", "gpu.0.nonce"}; !reflect.DeepEqual(failed, want) {
+		t.Errorf("failed checks %v, want %v\n%s", failed, want, r.Checks)
+	}
+	for _, name := range []string{"tee.signature", "tdx.quote.signature", "tdx.pck.chain", "tdx.qe_report.signature", "tdx.tcb.level", "gpu.0.signature", "gpu.0.nvgpu.report.signature", "gpu.0.nvgpu.chain", "gpu.0.evidence_digest"} {
+		if c, _ := r.Checks.Find(name); c.Status != check.Pass {
+			t.Errorf("%s = %+v, want pass", name, c)
+		}
+	}
+	c := r.Claims
+	if c.Simulated || !c.TEE.SignatureVerified || c.TEE.ReportDataBound || !c.TEE.CollateralChecked || c.TEE.TCBStatus == "" || c.TEE.MRTD == "" {
+		t.Errorf("tee claims %+v", c.TEE)
+	}
+	if g := c.GPUs[0]; g.Arch != "blackwell" || !g.SignatureVerified || g.NonceBound || !g.InStatement || g.DriverVersion != "595.58.03" {
+		t.Errorf("gpu claims %+v", g)
+	}
+	t.Logf("real tdx quote (tcb %s) and blackwell report: %d checks, failed %v", c.TEE.TCBStatus, len(r.Checks), failed)
+
+	// A flipped quote byte in the signed body is caught by the signature.
+	bad := attesttest.FlipQuoteByte(b, 200)
+	if _, err := verify(t, attesttest.PublicAuthority(), bad, testNonce, at); !errors.As(err, &ve) || ve.Check == "tee.report_data" {
+		t.Errorf("flipped real quote: %v", err)
+	}
+}
