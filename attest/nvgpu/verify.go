@@ -167,6 +167,9 @@ func Verify(report, chainPEM []byte, opts Options) (*Claims, error) {
 
 // VerifyParsed is Verify on parsed inputs.
 func VerifyParsed(r *Report, certs []*x509.Certificate, opts Options) (*Claims, error) {
+	if r == nil || len(certs) == 0 {
+		return nil, parseErr("gpu evidence", "missing report or certificate chain")
+	}
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
