@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-tdx-guest/pcs"
@@ -69,6 +70,27 @@ type Collateral struct {
 	RootCACRL          *x509.RevocationList // nil when absent
 	tcbInfoResponse    []byte
 	qeIdentityResponse []byte
+
+	// memo caches the outcome of time-independent signature checks over
+	// this collateral (keyed by what was checked against which issuer), so
+	// verifying many quotes against one cached collateral pays for each
+	// collateral signature once. Validity windows are checked every time.
+	mu   sync.Mutex
+	memo map[string]error
+}
+
+func (c *Collateral) once(key string, f func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err, ok := c.memo[key]; ok {
+		return err
+	}
+	err := f()
+	if c.memo == nil {
+		c.memo = map[string]error{}
+	}
+	c.memo[key] = err
+	return err
 }
 
 func collErr(format string, args ...any) error {

@@ -43,7 +43,7 @@ func (v *verifier) verifyCollateral(c *Collateral) *tcbResult {
 	// Root CA CRL: signed by the root; revokes intermediates (PCK CA, TCB signing).
 	if c.RootCACRL == nil {
 		v.list.Skip(CheckRootCRL, "collateral has no root ca crl")
-	} else if err := checkCRL(c.RootCACRL, root, v.asOf); err != nil {
+	} else if err := c.checkCRL("root", c.RootCACRL, root, v.asOf); err != nil {
 		v.fail(CheckRootCRL, "root ca crl: %v", err)
 	} else if r := revoked(c.RootCACRL, inter, c.TCBInfoIssuer[0], c.QEIdentityIssuer[0]); r != "" {
 		v.fail(CheckRootCRL, "%s is revoked by the root ca crl", r)
@@ -54,7 +54,7 @@ func (v *verifier) verifyCollateral(c *Collateral) *tcbResult {
 		v.list.Skip(CheckPCKCRL, "collateral has no pck crl")
 	} else if !v.chain {
 		v.fail(CheckPCKCRL, "pck chain did not verify")
-	} else if err := checkCRL(c.PCKCRL, inter, v.asOf); err != nil {
+	} else if err := c.checkCRL("pck", c.PCKCRL, inter, v.asOf); err != nil {
 		v.fail(CheckPCKCRL, "pck crl: %v", err)
 	} else if r := revoked(c.PCKCRL, v.q.PCKChain[0]); r != "" {
 		v.fail(CheckPCKCRL, "%s is revoked by the pck crl", r)
@@ -63,7 +63,7 @@ func (v *verifier) verifyCollateral(c *Collateral) *tcbResult {
 	}
 
 	ti := c.TCBInfo.TcbInfo
-	if err := checkSigned(c.TCBInfoIssuer, c.TCBInfoBody, c.TCBInfo.Signature, v.asOf); err != nil {
+	if err := c.checkSigned("tcb info", c.TCBInfoIssuer, c.TCBInfoBody, c.TCBInfo.Signature, v.asOf); err != nil {
 		v.fail(CheckTCBInfoSignature, "tcb info: %v", err)
 	} else if ti.ID != "TDX" || ti.Version != 3 {
 		v.fail(CheckTCBInfoSignature, "tcb info id %q version %d, want \"TDX\" version 3", ti.ID, ti.Version)
@@ -81,7 +81,7 @@ func (v *verifier) verifyCollateral(c *Collateral) *tcbResult {
 	v.checkTCBLevel(ti, res)
 
 	qi := c.QEIdentity.EnclaveIdentity
-	if err := checkSigned(c.QEIdentityIssuer, c.QEIdentityBody, c.QEIdentity.Signature, v.asOf); err != nil {
+	if err := c.checkSigned("qe identity", c.QEIdentityIssuer, c.QEIdentityBody, c.QEIdentity.Signature, v.asOf); err != nil {
 		v.fail(CheckQEIdentitySig, "qe identity: %v", err)
 	} else if qi.ID != "TD_QE" || qi.Version != 2 {
 		v.fail(CheckQEIdentitySig, "qe identity id %q version %d, want \"TD_QE\" version 2", qi.ID, qi.Version)
@@ -99,11 +99,11 @@ func (v *verifier) verifyCollateral(c *Collateral) *tcbResult {
 }
 
 // checkCRL checks a CRL's issuer, signature and validity window.
-func checkCRL(crl *x509.RevocationList, issuer *x509.Certificate, t time.Time) error {
+func (c *Collateral) checkCRL(which string, crl *x509.RevocationList, issuer *x509.Certificate, t time.Time) error {
 	if !bytes.Equal(crl.RawIssuer, issuer.RawSubject) {
 		return fmt.Errorf("issued by %q, want %q", crl.Issuer.String(), issuer.Subject.String())
 	}
-	if err := crl.CheckSignatureFrom(issuer); err != nil {
+	if err := c.once("crl "+which+" "+string(issuer.Raw), func() error { return crl.CheckSignatureFrom(issuer) }); err != nil {
 		return fmt.Errorf("signature: %v", err)
 	}
 	if t.Before(crl.ThisUpdate) || t.After(crl.NextUpdate) {
@@ -126,7 +126,7 @@ func revoked(crl *x509.RevocationList, certs ...*x509.Certificate) string {
 // checkSigned verifies a PCS JSON body: the issuer chain (signing cert, root)
 // chains to the embedded root at t, its leaf is the Intel SGX TCB Signing
 // certificate, and the hex r||s signature over the raw body verifies.
-func checkSigned(chain []*x509.Certificate, body []byte, sigHex string, t time.Time) error {
+func (c *Collateral) checkSigned(which string, chain []*x509.Certificate, body []byte, sigHex string, t time.Time) error {
 	signer := chain[0]
 	if !bytes.Equal(chain[1].Raw, IntelRootCA().Raw) {
 		return fmt.Errorf("issuer chain root %q is not the embedded intel sgx root ca", chain[1].Subject.String())
@@ -134,7 +134,10 @@ func checkSigned(chain []*x509.Certificate, body []byte, sigHex string, t time.T
 	if signer.Subject.CommonName != "Intel SGX TCB Signing" {
 		return fmt.Errorf("signed by %q, want \"Intel SGX TCB Signing\"", signer.Subject.CommonName)
 	}
-	if err := verifyCertChain(signer, nil, t); err != nil {
+	if t.Before(signer.NotBefore) || t.After(signer.NotAfter) {
+		return fmt.Errorf("signing certificate: valid from %s until %s, not at %s", signer.NotBefore.Format(time.RFC3339), signer.NotAfter.Format(time.RFC3339), t.Format(time.RFC3339))
+	}
+	if err := c.once("signer "+string(signer.Raw), func() error { return verifyCertChain(signer, nil, signer.NotBefore) }); err != nil {
 		return fmt.Errorf("signing certificate: %v", err)
 	}
 	sig, err := hex.DecodeString(sigHex)
@@ -145,7 +148,7 @@ func checkSigned(chain []*x509.Certificate, body []byte, sigHex string, t time.T
 	if err != nil {
 		return err
 	}
-	if err := signer.CheckSignature(x509.ECDSAWithSHA256, body, der); err != nil {
+	if err := c.once(which+" "+string(signer.Raw), func() error { return signer.CheckSignature(x509.ECDSAWithSHA256, body, der) }); err != nil {
 		return fmt.Errorf("signature does not verify with %q (serial %x): %v", signer.Subject.CommonName, signer.SerialNumber, err)
 	}
 	return nil
@@ -299,6 +302,10 @@ func (v *verifier) checkQEIdentity(qi pcs.EnclaveIdentity, res *tcbResult) {
 // collateral is passed to it only when those statuses are UpToDate and our
 // collateral checks passed; otherwise it checks the chain and signatures only.
 func (v *verifier) crossCheck(c *Collateral, tcb *tcbResult) {
+	if v.opts.SkipCrossCheck {
+		v.list.Skip(CheckLibrary, "cross-check with go-tdx-guest not requested")
+		return
+	}
 	if v.q.Version != 4 {
 		v.list.Skip(CheckLibrary, "go-tdx-guest has no v%d quote path; v%d checked by this package only", v.q.Version, v.q.Version)
 		return
