@@ -43,3 +43,14 @@ func TestRevocationOutcomes(t *testing.T) {
 		t.Errorf("garbage answer: %v", err)
 	}
 }
+
+func BenchmarkVerifyBlackwell(b *testing.B) {
+	tc := realCases[2]
+	rep, chain := reportTD(b, tc.report), readTD(b, tc.chain)
+	opts := Options{Nonce: mustHex(tc.nonce)}
+	for b.Loop() {
+		if _, err := Verify(rep, chain, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
