@@ -12,6 +12,7 @@ import (
 var commands = []cli.Command{
 	{Name: "evidence", Summary: "verify an evidence bundle against a policy: evidence verify --policy P.json BUNDLE.json", Run: cmdEvidence},
 	{Name: "gpu", Summary: "verify an NVIDIA GPU attestation report: gpu verify --report R --chain C", Run: cmdGPU},
+	{Name: "quote", Summary: "verify a TDX quote (v4/v5) or SEV-SNP report: quote verify [--collateral F] [--as-of T] QUOTE", Run: cmdQuote},
 	{Name: "source-hash", Summary: "print the source hash of a checkout or source tree", Run: cmdSourceHash},
 }
 
