@@ -10,6 +10,8 @@ import (
 // Each lives in its own file of this directory. Wired explicitly: no init()
 // registries in a measured binary.
 var commands = []cli.Command{
+	{Name: "generate", Summary: "generate text with a GGUF model (default: the embedded stories260K)", Run: cmdGenerate},
+	{Name: "bench", Summary: "measure decode and prefill tokens per second", Run: cmdBench},
 	{Name: "version", Summary: "print the source hash, binary digest, toolchain and kernels digest", Run: cmdVersion},
 }
 

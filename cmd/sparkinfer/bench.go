@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sparkinfer/cc/engine"
+	"github.com/sparkinfer/cc/internal/cli"
+)
+
+// cmdBench measures decode and prefill speed of a model on a device.
+func cmdBench(args []string, env cli.Env) (int, error) {
+	fs := cli.NewFlagSet("sparkinfer", "bench", env)
+	modelPath := fs.String("model", "", "GGUF model file (default: the embedded stories260K)")
+	device := fs.String("device", "cpu", "device: "+strings.Join(engine.Devices, ", "))
+	ctxs := fs.String("ctx", "128,512,4096", "comma-separated contexts at which decode is timed")
+	tokens := fs.Int("tokens", 64, "decode steps timed per run")
+	runs := fs.Int("runs", 5, "runs per measurement (the median is reported)")
+	prefill := fs.Int("prefill", 512, "tokens of the standalone prefill measurement")
+	threads := fs.Int("threads", 0, "CPU threads (0: all)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := cli.Parse(fs, args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() != 0 {
+		return 2, cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	var contexts []int
+	maxCtx := *prefill
+	for _, f := range strings.Split(*ctxs, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 {
+			return 2, cli.Usagef("bad --ctx entry %q: want positive integers", f)
+		}
+		contexts = append(contexts, c)
+		maxCtx = max(maxCtx, c)
+	}
+	if *runs < 1 || *tokens < 1 || *prefill < 1 {
+		return 2, cli.Usagef("--runs, --tokens and --prefill must be positive")
+	}
+	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: maxCtx + *tokens})
+	if err != nil {
+		return 2, err
+	}
+	defer e.Close()
+	r, err := e.Bench(engine.BenchConfig{Contexts: contexts, Tokens: *tokens, Runs: *runs, PrefillTokens: *prefill},
+		func(s string) { fmt.Fprintf(env.Stderr, "sparkinfer bench: %s\n", s) })
+	if err != nil {
+		return 1, err
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return 1, err
+		}
+		fmt.Fprintf(env.Stdout, "%s\n", b)
+		return 0, nil
+	}
+	w := env.Stdout
+	fmt.Fprintf(w, "model:   %s (%s)\ndevice:  %s\ncpu:     %s, %d logical cores\nweights: %.1f MB read per decoded token\ndate:    %s\n\n",
+		r.Model, r.Arch, r.Device, r.CPU, r.Cores, float64(r.WeightBytesPerToken)/1e6, r.Date)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\tcontext\ttokens\truns\tmedian tok/s\tweights GB/s\t\n")
+	for _, p := range r.Prefill {
+		fmt.Fprintf(tw, "prefill\t%d\t%d\t%d\t%.2f\t\t\n", p.Context, p.Tokens, len(p.Runs), p.Median)
+	}
+	for _, p := range r.Decode {
+		fmt.Fprintf(tw, "decode\t%d\t%d\t%d\t%.2f\t%.2f\t\n", p.Context, p.Tokens, len(p.Runs), p.Median, p.WeightGBs)
+	}
+	return 0, tw.Flush()
+}

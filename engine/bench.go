@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// BenchConfig says what Bench measures.
+type BenchConfig struct {
+	Contexts      []int // decode is timed with the KV cache filled to each of these lengths
+	Tokens        int   // decode steps timed per run
+	Runs          int   // runs per measurement (the median is reported)
+	PrefillTokens int   // length of the standalone prefill measurement (0: 512)
+}
+
+// BenchPoint is one measurement: tokens per second of each run and their median.
+type BenchPoint struct {
+	Context   int       `json:"context"` // tokens in the cache before the timed tokens
+	Tokens    int       `json:"tokens"`  // tokens timed per run
+	Runs      []float64 `json:"runs_tok_s"`
+	Median    float64   `json:"median_tok_s"`
+	WeightGBs float64   `json:"weight_gb_s,omitempty"` // decode only: weight bytes per token x median tok/s
+}
+
+// BenchResult is the outcome of Bench.
+type BenchResult struct {
+	Model               string       `json:"model"`
+	Arch                string       `json:"arch"`
+	Device              string       `json:"device"`
+	CPU                 string       `json:"cpu"`
+	Cores               int          `json:"cores"`
+	WeightBytesPerToken int64        `json:"weight_bytes_per_token"`
+	Decode              []BenchPoint `json:"decode"`
+	Prefill             []BenchPoint `json:"prefill"` // PrefillTokens from an empty cache, then prefill up to each context
+	Date                string       `json:"date"`
+}
+
+// Bench measures decode and prefill speed: cfg.Runs prefills of
+// cfg.PrefillTokens into an empty cache; then for each context c, cfg.Runs
+// prefills of c tokens into an empty cache (the prefill-at-context point,
+// which also fills the cache), and cfg.Runs timings of cfg.Tokens decode
+// steps starting at c (truncating back to c between runs). The prompt tokens are a fixed, deterministic cycle
+// over the vocabulary; speed does not depend on their values.
+func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, error) {
+	if cfg.Runs < 1 || cfg.Tokens < 1 || len(cfg.Contexts) == 0 {
+		return nil, fmt.Errorf("engine: bench needs at least one context, one token and one run")
+	}
+	if cfg.PrefillTokens == 0 {
+		cfg.PrefillTokens = 512
+	}
+	for _, c := range append([]int{cfg.PrefillTokens}, cfg.Contexts...) {
+		if c < 1 || c+cfg.Tokens > e.Context {
+			return nil, fmt.Errorf("engine: bench context %d + %d tokens does not fit the engine's context of %d tokens", c, cfg.Tokens, e.Context)
+		}
+	}
+	if progress == nil {
+		progress = func(string) {}
+	}
+	m := e.Model
+	r := &BenchResult{Model: e.Name, Arch: m.Arch, Device: e.Backend.Name(), CPU: cpuModel(), Cores: runtime.NumCPU(),
+		WeightBytesPerToken: m.WeightBytesPerToken(), Date: time.Now().UTC().Format(time.RFC3339)}
+	toks := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = 1 + (i*7919)%(m.Vocab-1)
+		}
+		return out
+	}
+	point := func(c, n int, runs []float64) BenchPoint {
+		s := slices.Clone(runs)
+		slices.Sort(s)
+		med := s[len(s)/2]
+		if len(s)%2 == 0 {
+			med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+		}
+		return BenchPoint{Context: c, Tokens: n, Runs: runs, Median: med}
+	}
+	// Standalone prefill.
+	seq, err := e.Backend.NewSequence(e.Context)
+	if err != nil {
+		return nil, err
+	}
+	var runs []float64
+	for i := range cfg.Runs {
+		progress(fmt.Sprintf("prefill %d tokens, run %d/%d", cfg.PrefillTokens, i+1, cfg.Runs))
+		if err := seq.Truncate(0); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if _, err := seq.Forward(toks(cfg.PrefillTokens), false); err != nil {
+			return nil, err
+		}
+		runs = append(runs, float64(cfg.PrefillTokens)/time.Since(t0).Seconds())
+	}
+	r.Prefill = append(r.Prefill, point(0, cfg.PrefillTokens, runs))
+	for _, c := range cfg.Contexts {
+		runs = runs[:0:0]
+		for i := range cfg.Runs {
+			progress(fmt.Sprintf("prefill (cache fill) to %d tokens, run %d/%d", c, i+1, cfg.Runs))
+			if err := seq.Truncate(0); err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			if _, err := seq.Forward(toks(c), false); err != nil {
+				return nil, err
+			}
+			runs = append(runs, float64(c)/time.Since(t0).Seconds())
+		}
+		r.Prefill = append(r.Prefill, point(c, c, runs))
+		runs = runs[:0:0]
+		for i := range cfg.Runs {
+			progress(fmt.Sprintf("decode at %d, run %d/%d", c, i+1, cfg.Runs))
+			if err := seq.Truncate(c); err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			for j := range cfg.Tokens {
+				if _, err := seq.Forward([]int{1 + j%(m.Vocab-1)}, false); err != nil {
+					return nil, err
+				}
+			}
+			runs = append(runs, float64(cfg.Tokens)/time.Since(t0).Seconds())
+		}
+		p := point(c, cfg.Tokens, runs)
+		p.WeightGBs = p.Median * float64(r.WeightBytesPerToken) / 1e9
+		r.Decode = append(r.Decode, p)
+	}
+	return r, nil
+}
+
+// cpuModel reads the CPU's model name (Linux); "unknown" elsewhere.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
