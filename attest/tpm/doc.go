@@ -5,8 +5,10 @@
 // # The chain of trust
 //
 //  1. The hardware report (a TD quote, or an SEV-SNP report) is verified by
-//     attest/tdx or attest/sevsnp. Its REPORTDATA is the only input this
-//     package takes on trust, and only once the caller has verified it.
+//     attest/tdx or attest/sevsnp. Its REPORTDATA is the only input [Verify]
+//     takes on trust, and only once the caller has verified it.
+//     [VerifyAzureTDX] does the whole chain for a TDX CVM: it verifies the TD
+//     quote with attest/tdx and passes its REPORTDATA on.
 //  2. The HCL report ([ParseHCLReport]) binds the vTPM's attestation key:
 //     REPORTDATA[0:n] = H(variable data), where H is the hash its header names
 //     (SHA-256 in practice, n = 32) and the variable data is the runtime-claims

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sparkinfer/cc/attest/check"
+	"github.com/sparkinfer/cc/attest/tdx"
 )
 
 var challenge = []byte("challenge")
@@ -248,5 +250,41 @@ func TestParseErrors(t *testing.T) {
 	h, q := parseAll(t)
 	if _, err := Verify(h, q, make([]byte, 32), challenge); !errors.As(err, new(*check.ParseError)) {
 		t.Errorf("short reportdata: err = %v", err)
+	}
+}
+
+func TestVerifyAzureTDX(t *testing.T) {
+	ev, err := ParseEvidenceJSON(read(t, "evidence-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No collateral for this TD quote: its signature, QE report and PCK chain
+	// verify, collateral checks are skipped, and the vTPM chain verifies.
+	res, err := VerifyAzureTDX(ev, challenge, tdx.Options{AsOf: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)})
+	if !errors.As(err, new(*check.UnavailableError)) {
+		t.Fatalf("err = %v, want unavailable (no collateral)", err)
+	}
+	for _, name := range []string{"tdx.quote.signature", "tdx.qe_report.signature", "tdx.pck.chain"} {
+		if got, _ := res.TD.Checks.Find(name); got.Status != check.Pass {
+			t.Errorf("td check %s = %+v", name, got)
+		}
+	}
+	if res.VTPM == nil || res.VTPM.Checks.Failed() || len(res.VTPM.Checks) != 6 {
+		t.Fatalf("vtpm checks: %v", res.VTPM)
+	}
+	t.Logf("td checks:\n%svtpm checks:\n%s", res.TD.Checks, res.VTPM.Checks)
+
+	// Wrong nonce: rejected by the vTPM part.
+	if _, err := VerifyAzureTDX(ev, []byte("other"), tdx.Options{AsOf: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)}); !errors.As(err, new(*check.VerifyError)) {
+		t.Fatalf("wrong nonce: err = %v", err)
+	}
+	// A tampered TD quote body: rejected by attest/tdx before any binding.
+	bad := *ev
+	bad.TDQuote = bytes.Clone(ev.TDQuote)
+	bad.TDQuote[600] ^= 1 // inside REPORTDATA
+	res, err = VerifyAzureTDX(&bad, challenge, tdx.Options{AsOf: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)})
+	var ve *check.VerifyError
+	if !errors.As(err, &ve) || res.VTPM != nil {
+		t.Fatalf("tampered td quote: err = %v, vtpm %v", err, res.VTPM)
 	}
 }
