@@ -89,31 +89,35 @@ func dotQ4K(row []byte, x []float32) float32 {
 }
 
 // fitScaleMin finds s >= 0 and m >= 0 so that x ~ s*q - m with q in 0..nmax,
-// trying a few grids of inverse scales and refining each by least squares.
-// It returns the fit with the smallest squared error.
+// trying a few inverse scales around nmax/(max-min), refining each by least
+// squares over its assignment, and keeping the fit with the smallest squared
+// error (computed from the sums of the assignment).
 func fitScaleMin(x []float32, nmax int) (s, m float32) {
 	xmin, xmax := x[0], x[0]
+	var sx, sxx float32
 	for _, v := range x {
 		xmin = min(xmin, v)
 		xmax = max(xmax, v)
+		sx += v
+		sxx += v * v
 	}
 	xmin = min(xmin, 0)
 	if xmax <= xmin {
 		return 0, -xmin
 	}
-	n := float64(len(x))
-	bestS, bestM := float64(xmax-xmin)/float64(nmax), -float64(xmin)
-	bestErr := sqErr(x, bestS, bestM, nmax)
-	for k := -3; k <= 3; k++ {
-		iscale := (float64(nmax) + 0.3*float64(k)) / float64(xmax-xmin)
-		var sq, sqq, sx, sqx float64
+	n := float32(len(x))
+	fmax := float32(nmax)
+	bestS, bestM := (xmax-xmin)/fmax, -xmin
+	bestErr := sqErr(x, float64(bestS), float64(bestM), nmax)
+	for k := -2; k <= 2; k++ {
+		iscale := (fmax + 0.4*float32(k)) / (xmax - xmin)
+		var sq, sqq, sqx float32
 		for _, v := range x {
-			q := math.Round(float64(v-xmin) * iscale)
-			q = max(0, min(float64(nmax), q))
+			q := float32(int32((v-xmin)*iscale + 0.5)) // v-xmin >= 0: rounds half up
+			q = min(fmax, q)
 			sq += q
 			sqq += q * q
-			sx += float64(v)
-			sqx += q * float64(v)
+			sqx += q * v
 		}
 		det := n*sqq - sq*sq
 		if det <= 0 {
@@ -128,23 +132,27 @@ func fitScaleMin(x []float32, nmax int) (s, m float32) {
 		if sc <= 0 {
 			continue
 		}
-		if e := sqErr(x, sc, -off, nmax); e < bestErr {
+		// Squared error of this assignment under (sc, off).
+		e := float64(sxx + sc*sc*sqq + n*off*off - 2*sc*sqx - 2*off*sx + 2*sc*off*sq)
+		if e < bestErr {
 			bestErr, bestS, bestM = e, sc, -off
 		}
 	}
-	return float32(bestS), float32(bestM)
+	return bestS, bestM
 }
 
 // sqErr is the squared error of quantizing x with scale s and min m.
 func sqErr(x []float32, s, m float64, nmax int) float64 {
-	var e float64
+	fs, fm, fmax := float32(s), float32(m), float32(nmax)
+	inv := 1 / fs
+	var e float32
 	for _, v := range x {
-		q := math.Round((float64(v) + m) / s)
-		q = max(0, min(float64(nmax), q))
-		d := float64(v) - (s*q - m)
+		q := float32(int32((v+fm)*inv + 0.5))
+		q = max(0, min(fmax, q))
+		d := v - (fs*q - fm)
 		e += d * d
 	}
-	return e
+	return float64(e)
 }
 
 func quantQ4K(x []float32, b []byte) {

@@ -73,41 +73,45 @@ func dotQ6K(row []byte, x []float32) float32 {
 
 // fitScale finds a signed scale s so that x ~ s*q with q in -32..31, trying
 // inverse scales around the one that maps the largest-magnitude element to
-// -32 and refining each by least squares.
+// -32, refining each by least squares over its assignment and keeping the
+// one with the smallest squared error.
 func fitScale(x []float32) float32 {
-	var vmax float32
+	var vmax, sxx float32
 	for _, v := range x {
 		if abs32(v) > abs32(vmax) {
 			vmax = v
 		}
+		sxx += v * v
 	}
 	if vmax == 0 {
 		return 0
 	}
-	var best, bestErr float64 = float64(-vmax) / 32, math.Inf(1)
-	for k := -4; k <= 4; k++ {
-		iscale := -(32 + 0.25*float64(k)) / float64(vmax)
-		var sqq, sqx float64
+	best, bestErr := -vmax/32, float32(math.Inf(1))
+	for k := -2; k <= 2; k++ {
+		iscale := -(32 + 0.4*float32(k)) / vmax
+		var sqq, sqx float32
 		for _, v := range x {
-			q := max(-32, min(31, math.Round(float64(v)*iscale)))
+			q := float32(max(-32, min(31, round32(v*iscale))))
 			sqq += q * q
-			sqx += q * float64(v)
+			sqx += q * v
 		}
 		if sqq == 0 {
 			continue
 		}
-		s := sqx / sqq
-		var e float64
-		for _, v := range x {
-			q := max(-32, min(31, math.Round(float64(v)/s)))
-			d := float64(v) - s*q
-			e += d * d
-		}
-		if e < bestErr {
-			best, bestErr = s, e
+		// With s = sqx/sqq the squared error is sxx - sqx^2/sqq.
+		if e := sxx - sqx*sqx/sqq; e < bestErr {
+			best, bestErr = sqx/sqq, e
 		}
 	}
-	return float32(best)
+	return best
+}
+
+// round32 rounds to the nearest integer, halves away from zero.
+func round32(v float32) int32 {
+	if v < 0 {
+		return int32(v - 0.5)
+	}
+	return int32(v + 0.5)
 }
 
 func quantQ6K(x []float32, b []byte) {
@@ -129,16 +133,17 @@ func quantQ6K(x []float32, b []byte) {
 		var sc int
 		if d > 0 {
 			v := float64(scales[i] / d)
-			bestErr := math.Inf(1)
+			bestErr := float32(math.Inf(1))
 			for _, c := range [2]float64{math.Floor(v), math.Ceil(v)} {
 				c = max(-127, min(127, c))
-				var e float64
-				step := float64(d) * c
+				var e float32
+				step := d * float32(c)
+				var inv float32
+				if step != 0 {
+					inv = 1 / step
+				}
 				for _, xv := range x[16*i : 16*i+16] {
-					r := float64(xv)
-					if step != 0 {
-						r -= step * max(-32, min(31, math.Round(float64(xv)/step)))
-					}
+					r := xv - step*float32(max(-32, min(31, round32(xv*inv))))
 					e += r * r
 				}
 				if e < bestErr {
