@@ -23,7 +23,10 @@ import (
 // rstrip / single_word flags, and post-processor templates other than
 // reading which token is BOS.
 
-const maxJSON = 256 << 20
+const (
+	maxJSON  = 256 << 20
+	maxHoles = 1 << 16
+)
 
 // The two pre-tokenizer regular expressions recognised in a Split.
 const (
@@ -180,6 +183,11 @@ func HFVocab(tokenizerJSON, tokenizerConfigJSON []byte) (*Vocab, error) {
 	}
 	if n == 0 {
 		return nil, vocabErr("tokenizer.json: model.vocab", "empty vocabulary")
+	}
+	// Ids are dense in real files; a bounded number of holes keeps a small
+	// hostile file from asking for millions of filler tokens.
+	if entries := len(f.Model.Vocab) + len(f.AddedTokens); n > entries+maxHoles {
+		return nil, vocabErr("tokenizer.json: model.vocab", "largest id %d for only %d tokens (more than %d unused ids)", n-1, entries, maxHoles)
 	}
 	v.Tokens = make([]string, n)
 	v.Types = make([]TokenType, n)
