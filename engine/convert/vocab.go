@@ -265,6 +265,9 @@ func VocabFromHF(tokenizerJSON, tokenizerConfig []byte, vocabSize int, pre strin
 		}
 	}
 	for _, id := range []*int{&v.BOS, &v.EOS, &v.PAD, &v.UNK} {
+		if *id < 0 {
+			*id = -1
+		}
 		if *id >= vocabSize {
 			return nil, tokErr("special token id %d outside the vocabulary size %d", *id, vocabSize)
 		}
