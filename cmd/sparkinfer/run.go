@@ -13,6 +13,7 @@ var commands = []cli.Command{
 	{Name: "generate", Summary: "generate text with a GGUF model (default: the embedded stories260K)", Run: cmdGenerate},
 	{Name: "bench", Summary: "measure decode and prefill tokens per second", Run: cmdBench},
 	{Name: "parity", Summary: "compare a GPU backend with the CPU reference (top-1 agreement, KL)", Run: cmdParity},
+	{Name: "tokenize", Summary: "print the token ids of text on stdin (GGUF or tokenizer.json vocabulary)", Run: cmdTokenize},
 	{Name: "synth", Summary: "write a synthetic model (random weights, real vocabulary) for benchmarks and parity", Run: cmdSynth},
 	{Name: "convert", Summary: "convert a Hugging Face checkpoint (safetensors) to GGUF", Run: cmdConvert},
 	{Name: "version", Summary: "print the source hash, binary digest, toolchain and kernels digest", Run: cmdVersion},
