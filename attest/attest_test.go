@@ -267,22 +267,6 @@ func TestVerifyEveryByte(t *testing.T) {
 	}
 }
 
-func TestUnsupportedKind(t *testing.T) {
-	a := attesttest.PublicAuthority()
-	b := mint(t, a, attesttest.Spec{GPUs: 0})
-	b.TEE.Kind = "tdx-vtpm"
-	b.TEE.HCLReport, b.TEE.TPMQuote, b.TEE.TPMSignature = []byte{1}, []byte{1}, []byte{1}
-	r, err := verify(t, a, b, testNonce)
-	var ue *check.UnavailableError
-	var uk *attest.UnsupportedKindError
-	if !errors.As(err, &ue) || !errors.As(err, &uk) {
-		t.Skipf("tdx-vtpm is supported in this build (err %v)", err)
-	}
-	if ch, _ := r.Checks.Find("tee.report_data"); ch.Status != check.Skipped {
-		t.Errorf("tee.report_data = %+v, want skipped", ch)
-	}
-}
-
 func TestGoldenSimBundle(t *testing.T) {
 	a := attesttest.PublicAuthority()
 	b := mint(t, a, attesttest.Spec{GPUs: 2})

@@ -59,8 +59,9 @@ type Bundle struct {
 //	tdx       quote (TDX quote v4/v5, PCK chain inside), collateral (optional)
 //	sev-snp   quote (the 1184-byte attestation report), certificates (VCEK or
 //	          VLEK, DER or PEM, optional ASK/ARK), collateral (optional)
-//	tdx-vtpm  quote (TD quote), hcl_report, tpm_quote, tpm_signature,
-//	          certificates (optional), collateral (optional)
+//	tdx-vtpm  quote (TD quote), hcl_report (the Azure HCL report binding the
+//	          vTPM key), tpm_quote (the az-cvm-vtpm quote container: signature,
+//	          TPMS_ATTEST, PCR values), collateral (optional)
 //	sim       quote (a sim quote, package attest/sim)
 //
 // EventLog is optional for every kind (e.g. the RTMR3 event log).
@@ -72,7 +73,6 @@ type TEEEvidence struct {
 	Collateral   []byte `json:"collateral,omitempty"`
 	HCLReport    []byte `json:"hcl_report,omitempty"`
 	TPMQuote     []byte `json:"tpm_quote,omitempty"`
-	TPMSignature []byte `json:"tpm_signature,omitempty"`
 }
 
 // GPUEvidence is one GPU's evidence.
@@ -159,7 +159,6 @@ func (b *Bundle) Validate() error {
 		{"tee.quote", t.Quote, MaxQuoteSize}, {"tee.certificates", t.Certificates, MaxCertsSize},
 		{"tee.event_log", t.EventLog, MaxEventLogSize}, {"tee.collateral", t.Collateral, MaxCollateralSize},
 		{"tee.hcl_report", t.HCLReport, MaxQuoteSize}, {"tee.tpm_quote", t.TPMQuote, MaxQuoteSize},
-		{"tee.tpm_signature", t.TPMSignature, MaxQuoteSize},
 	} {
 		if len(f.v) > f.max {
 			return bad(f.name, "%d bytes, at most %d", len(f.v), f.max)
@@ -169,11 +168,11 @@ func (b *Bundle) Validate() error {
 		return bad("tee.quote", "missing")
 	}
 	if t.Kind == KindTDXVTPM {
-		if len(t.HCLReport) == 0 || len(t.TPMQuote) == 0 || len(t.TPMSignature) == 0 {
-			return bad("tee", "kind tdx-vtpm needs hcl_report, tpm_quote and tpm_signature")
+		if len(t.HCLReport) == 0 || len(t.TPMQuote) == 0 {
+			return bad("tee", "kind tdx-vtpm needs hcl_report and tpm_quote")
 		}
-	} else if len(t.HCLReport)+len(t.TPMQuote)+len(t.TPMSignature) != 0 {
-		return bad("tee", "hcl_report, tpm_quote and tpm_signature are only for kind tdx-vtpm, not %q", t.Kind)
+	} else if len(t.HCLReport)+len(t.TPMQuote) != 0 {
+		return bad("tee", "hcl_report and tpm_quote are only for kind tdx-vtpm, not %q", t.Kind)
 	}
 	if len(b.GPUs) > MaxGPUs {
 		return bad("gpus", "%d entries, at most %d", len(b.GPUs), MaxGPUs)

@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/sparkinfer/cc/attest/check"
 	"github.com/sparkinfer/cc/attest/nvgpu"
 	"github.com/sparkinfer/cc/attest/sevsnp"
 	"github.com/sparkinfer/cc/attest/tdx"
+	"github.com/sparkinfer/cc/attest/tpm"
 )
 
 // passed reports whether the named check is in l with status pass.
@@ -194,4 +196,66 @@ func (v *Verifier) verifyNVIDIA(now time.Time, g *GPUEvidence, name string, gc *
 		return nil, &check.ParseError{What: "nvidia gpu report nonce", Err: derr}
 	}
 	return n, nil
+}
+
+// verifyVTPM verifies Azure-style vTPM evidence: the TD quote with
+// attest/tdx, then with attest/tpm the HCL report's binding of the vTPM key
+// to the TD quote's REPORTDATA and the vTPM quote's signature over want
+// (the statement's report data, the vTPM quote's nonce). The report data it
+// returns is the vTPM quote's nonce, which tpm.Verify has checked equals
+// want; a wrong statement therefore fails there and in tee.report_data.
+func (v *Verifier) verifyVTPM(now time.Time, t *TEEEvidence, want []byte, cl *check.List) (TEEClaims, []byte, error) {
+	c, tdRD, err := v.verifyTDX(now, t, cl)
+	c.Kind = t.Kind
+	if err != nil {
+		return c, nil, err
+	}
+	// The TD quote verified; its REPORTDATA binds the HCL report, not the
+	// statement, so signature success is not yet the whole story.
+	hcl, err := tpm.ParseHCLReport(t.HCLReport)
+	if err != nil {
+		c.SignatureVerified = false
+		cl.Fail("tee.vtpm", "hcl report unusable: %v", err)
+		return c, nil, err
+	}
+	q, err := tpm.ParseTPMQuote(t.TPMQuote)
+	if err != nil {
+		c.SignatureVerified = false
+		cl.Fail("tee.vtpm", "vtpm quote unusable: %v", err)
+		return c, nil, err
+	}
+	vc, err := tpm.Verify(hcl, q, tdRD, want)
+	if vc != nil {
+		*cl = append(*cl, vc.Checks...)
+	}
+	var ve *check.VerifyError
+	if err != nil && vc != nil && errors.As(err, &ve) && onlyFailures(vc.Checks, tpm.CheckQuoteNonce, tpm.CheckQuoteLibrary) &&
+		passed(vc.Checks, tpm.CheckReportDataBinding) && passed(vc.Checks, tpm.CheckHWReportData) &&
+		passed(vc.Checks, tpm.CheckQuoteSignature) && passed(vc.Checks, tpm.CheckQuotePCRDigest) {
+		// Everything verified except the nonce: the vTPM quote signs
+		// other report data. Report it as the binding failure.
+		cl.Pass("tee.vtpm", "hcl report binds the vtpm key to the td quote; vtpm quote signature verified")
+		n, derr := hex.DecodeString(vc.Nonce)
+		if derr != nil {
+			return c, nil, &check.ParseError{What: "vtpm quote nonce", Err: derr}
+		}
+		return c, n, nil
+	}
+	if err != nil {
+		c.SignatureVerified = false
+		cl.Fail("tee.vtpm", "vtpm evidence rejected: %v", err)
+		return c, nil, err
+	}
+	cl.Pass("tee.vtpm", "hcl report binds the vtpm key to the td quote; vtpm quote signed over the statement's report data")
+	return c, want, nil
+}
+
+// onlyFailures reports whether every failed check in l is one of names.
+func onlyFailures(l check.List, names ...string) bool {
+	for _, c := range l {
+		if c.Status == check.Fail && !slices.Contains(names, c.Name) {
+			return false
+		}
+	}
+	return true
 }

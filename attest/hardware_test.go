@@ -112,3 +112,53 @@ func TestRealHardwareEvidence(t *testing.T) {
 		t.Errorf("flipped real quote: %v", err)
 	}
 }
+
+// TestRealVTPMEvidence wraps a real Azure TDX CVM's evidence (TD quote, HCL
+// report, vTPM quote) around our statement. The TD quote, the HCL binding
+// and the vTPM quote signature verify; the vTPM quote's nonce is the
+// capture's challenge, not our statement's report data, so exactly the
+// nonce checks and the statement binding fail.
+func TestRealVTPMEvidence(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile("testdata/real/az-tdx-vtpm/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	s := attesttest.Statement(testNow, testNonce)
+	sb, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &attest.Bundle{
+		Version:   attest.BundleVersion,
+		Statement: sb,
+		TEE:       attest.TEEEvidence{Kind: attest.KindTDXVTPM, Quote: read("td-quote.bin"), HCLReport: read("hcl-report.bin"), TPMQuote: read("quote.bin")},
+	}
+	r, err := verify(t, attesttest.PublicAuthority(), b, testNonce)
+	var ve *check.VerifyError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Verify: %v, want a rejection\n%s", err, r.Checks)
+	}
+	var failed []string
+	for _, c := range r.Checks {
+		if c.Status == check.Fail {
+			failed = append(failed, c.Name)
+		}
+	}
+	t.Logf("checks:\n%s", r.Checks)
+	for _, name := range []string{"tdx.quote.signature", "tdx.pck.chain", "tee.signature", "vtpm.hcl.report_data_binding", "vtpm.quote.signature", "tee.vtpm"} {
+		if c, _ := r.Checks.Find(name); c.Status != check.Pass {
+			t.Errorf("%s = %+v, want pass", name, c)
+		}
+	}
+	for _, f := range failed {
+		if f != "tee.report_data" && f != "vtpm.quote.nonce" && f != "vtpm.quote.go_attestation" {
+			t.Errorf("unexpected failure %s", f)
+		}
+	}
+	if c, _ := r.Checks.Find("tee.report_data"); c.Status != check.Fail {
+		t.Errorf("tee.report_data = %+v, want fail", c)
+	}
+}

@@ -160,7 +160,7 @@ func (v *Verifier) Verify(ctx context.Context, b *Bundle, exp Expectations) (*Re
 
 	// The TEE evidence and its binding to the statement bytes.
 	want := ReportData(b.Statement)
-	tee, got, err := v.verifyTEE(ctx, now, &b.TEE, cl)
+	tee, got, err := v.verifyTEE(ctx, now, &b.TEE, want[:], cl)
 	r.Claims.TEE = tee
 	switch {
 	case err != nil:
@@ -239,7 +239,7 @@ func (v *Verifier) Verify(ctx context.Context, b *Bundle, exp Expectations) (*Re
 // verifyTEE dispatches on the TEE kind. It returns the claims, the report
 // data the evidence carries, and an error when the evidence could not be
 // verified (rejected or unavailable). Checks are appended to cl.
-func (v *Verifier) verifyTEE(ctx context.Context, now time.Time, t *TEEEvidence, cl *check.List) (TEEClaims, []byte, error) {
+func (v *Verifier) verifyTEE(ctx context.Context, now time.Time, t *TEEEvidence, want []byte, cl *check.List) (TEEClaims, []byte, error) {
 	c := TEEClaims{Kind: t.Kind}
 	switch t.Kind {
 	case KindSim:
@@ -264,6 +264,8 @@ func (v *Verifier) verifyTEE(ctx context.Context, now time.Time, t *TEEEvidence,
 		return v.verifyTDX(now, t, cl)
 	case KindSEVSNP:
 		return v.verifySEVSNP(ctx, now, t, cl)
+	case KindTDXVTPM:
+		return v.verifyVTPM(now, t, want, cl)
 	default:
 		err := &check.UnavailableError{What: fmt.Sprintf("verifier for tee kind %q", t.Kind), Err: &UnsupportedKindError{Kind: fmt.Sprintf("tee kind %q", t.Kind)}}
 		cl.Skip("tee.signature", "unsupported evidence kind %q in this build", t.Kind)

@@ -177,7 +177,7 @@ func Clone(b *attest.Bundle) *attest.Bundle {
 	c := *b
 	c.Statement = append([]byte(nil), b.Statement...)
 	c.TEE = b.TEE
-	for _, p := range []*[]byte{&c.TEE.Quote, &c.TEE.Certificates, &c.TEE.EventLog, &c.TEE.Collateral, &c.TEE.HCLReport, &c.TEE.TPMQuote, &c.TEE.TPMSignature} {
+	for _, p := range []*[]byte{&c.TEE.Quote, &c.TEE.Certificates, &c.TEE.EventLog, &c.TEE.Collateral, &c.TEE.HCLReport, &c.TEE.TPMQuote} {
 		if *p != nil {
 			*p = append([]byte(nil), (*p)...)
 		}
