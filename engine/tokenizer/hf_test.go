@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"encoding/json"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -80,4 +82,78 @@ func TestHFConfig(t *testing.T) {
 	if tok.Decode(tok.Encode("<|start_header_id|>user<|end_header_id|>", false, true)) != "user" {
 		t.Errorf("control tokens are rendered by Decode")
 	}
+}
+
+// spmTokenizerJSON writes a SentencePiece vocabulary as a Hugging Face
+// tokenizer.json the way transformers' converter does for Llama 2: the
+// vocabulary, merges for every split of a token into two tokens (tokens
+// in score order), byte_fallback, and the Prepend/Replace normalizer.
+func spmTokenizerJSON(t *testing.T, v Vocab) []byte {
+	t.Helper()
+	type added struct {
+		ID      int    `json:"id"`
+		Content string `json:"content"`
+		Special bool   `json:"special"`
+	}
+	vocab := map[string]int{}
+	var adds []added
+	for id, s := range v.Tokens {
+		vocab[s] = id
+		if v.Types[id] == TypeControl || v.Types[id] == TypeUnknown {
+			adds = append(adds, added{id, s, true})
+		}
+	}
+	order := make([]int, len(v.Tokens))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return v.Scores[order[a]] > v.Scores[order[b]] })
+	var merges []string
+	for _, id := range order {
+		s := v.Tokens[id]
+		if v.Types[id] != TypeNormal {
+			continue
+		}
+		for k := range s {
+			if k == 0 {
+				continue
+			}
+			if _, ok := vocab[s[:k]]; !ok {
+				continue
+			}
+			if _, ok := vocab[s[k:]]; ok {
+				merges = append(merges, s[:k]+" "+s[k:])
+			}
+		}
+	}
+	doc := map[string]any{
+		"added_tokens": adds,
+		"normalizer": map[string]any{"type": "Sequence", "normalizers": []any{
+			map[string]any{"type": "Prepend", "prepend": "\u2581"},
+			map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": "\u2581"},
+		}},
+		"pre_tokenizer":  nil,
+		"post_processor": map[string]any{"type": "TemplateProcessing", "single": []any{map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 0}}, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}}},
+		"model":          map[string]any{"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": true, "unk_token": "<unk>", "ignore_merges": false},
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHFSentencePiece: the llama-spm vocabulary written as a Llama 2 style
+// tokenizer.json (scores replaced by merges) passes the same test pairs.
+func TestHFSentencePiece(t *testing.T) {
+	g := openGGUF(t, "testdata/ggml-vocab-llama-spm.gguf")
+	tok, err := FromHF(spmTokenizerJSON(t, g.Vocab()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := tok.Vocab()
+	if v.Model != ModelSPM || !v.AddSpacePrefix || !v.AddBOS || v.BOS != 1 || v.UNK != 0 || tok.TokenType(3) != TypeByte {
+		t.Fatalf("vocab: model %q space %v add_bos %v bos %d unk %d type(3) %v", v.Model, v.AddSpacePrefix, v.AddBOS, v.BOS, v.UNK, tok.TokenType(3))
+	}
+	checkPairs(t, tok, readPairs(t, "testdata/ggml-vocab-llama-spm.gguf"))
 }
