@@ -54,7 +54,7 @@ type Claims struct {
 	Measurements []Measurement `json:"measurements"` // every block, by index
 
 	FWID        string `json:"fwid"`                  // hex, from the leaf's DICE TcbInfo extension
-	ReportFWID  string `json:"report_fwid,omitempty"` // hex, opaque field 20 when present (Blackwell)
+	ReportFWID  string `json:"report_fwid,omitempty"` // hex, opaque field 20 when present (both real reports carry it)
 	FWIDMatched bool   `json:"fwid_matched"`          // report FWID present and equal to FWID
 
 	// CCMode and DevToolsMode: NVIDIA's opaque data (field ids 1..36) has no
