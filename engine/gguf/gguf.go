@@ -132,7 +132,9 @@ type File struct {
 }
 
 // Open memory-maps and parses the file at path. Close unmaps it; tensor data
-// must not be used after Close.
+// must not be used after Close. The mapping is read-only and shared: a file
+// truncated by another process while mapped makes reads past its new end
+// fault (SIGBUS), so model files must not be rewritten in place while open.
 func Open(path string) (*File, error) {
 	fd, err := os.Open(path)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,55 +168,39 @@ var llamaSPMVocab []byte
 //go:embed vocab/qwen3.gguf.gz
 var qwen3Vocab []byte
 
-// LoadVocab returns the embedded vocabulary of arch.
-func LoadVocab(arch string) (*convert.Vocab, error) {
-	src := llamaSPMVocab
-	if arch == "qwen3" {
-		src = qwen3Vocab
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(src))
-	if err != nil {
-		return nil, err
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, err
-	}
-	f, err := gguf.Parse(raw)
-	if err != nil {
-		return nil, err
-	}
-	return convert.VocabFromGGUF(f)
-}
+var vocabFiles sync.Map // arch -> *gguf.File, parsed once
 
-// tensorType picks the type of a matrix for the file type, following
-// llama.cpp's Q4_K_M rules: Q6_K for output.weight and for attn_v and
-// ffn_down on the layers where use_more_bits holds (the first and last
-// eighth of the layers and every third in between), Q4_K elsewhere; rows
-// that are not whole K-quant blocks fall back to Q8_0 (or F16).
-func tensorType(fileType, kind string, layer, layers, rowLen int) quant.Type {
-	var t quant.Type
-	switch fileType {
-	case "F32":
-		return quant.F32
-	case "F16":
-		return quant.F16
-	case "Q8_0":
-		t = quant.Q8_0
-	case "Q4_K_M":
-		t = quant.Q4_K
-		moreBits := layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2
-		if kind == "output" || ((kind == "attn_v" || kind == "ffn_down") && moreBits) {
-			t = quant.Q6_K
+// LoadVocab returns the embedded vocabulary of arch; the caller owns the
+// returned slices.
+func LoadVocab(arch string) (*convert.Vocab, error) {
+	f, ok := vocabFiles.Load(arch)
+	if !ok {
+		src := llamaSPMVocab
+		if arch == "qwen3" {
+			src = qwen3Vocab
 		}
+		zr, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return nil, err
+		}
+		raw, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, err
+		}
+		pf, err := gguf.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		f, _ = vocabFiles.LoadOrStore(arch, pf)
 	}
-	if rowLen%t.BlockSize() != 0 {
-		t = quant.Q8_0
+	v, err := convert.VocabFromGGUF(f.(*gguf.File))
+	if err != nil {
+		return nil, err
 	}
-	if rowLen%t.BlockSize() != 0 {
-		t = quant.F16
-	}
-	return t
+	// The file's slices are shared: give the caller its own.
+	v.Tokens, v.Types = slices.Clone(v.Tokens), slices.Clone(v.Types)
+	v.Scores, v.Merges = slices.Clone(v.Scores), slices.Clone(v.Merges)
+	return v, nil
 }
 
 type tensorSpec struct {
@@ -230,7 +215,7 @@ func (o *Options) tensors() []tensorSpec {
 	hd := s.headDim()
 	var ts []tensorSpec
 	mat := func(name, kind string, layer, in, out int) {
-		ts = append(ts, tensorSpec{name, []uint64{uint64(in), uint64(out)}, tensorType(o.Type, kind, layer, s.Layers, in), false})
+		ts = append(ts, tensorSpec{name, []uint64{uint64(in), uint64(out)}, convert.TensorType(o.Type, kind, layer, s.Layers, in), false})
 	}
 	vec := func(name string, n int) {
 		ts = append(ts, tensorSpec{name, []uint64{uint64(n)}, quant.F32, true})
