@@ -249,7 +249,9 @@ func QuantizeInto(t Type, src []float32, dst []byte) error {
 
 // DotRow returns the dot product of one quantized row (len(x) elements of
 // type t) with x, dequantizing block by block in registers; it allocates
-// nothing. Blocks are summed in float32 and the block sums in float64.
+// nothing. Blocks are summed in float32 and the block sums in float64; the
+// result is within 1e-5 * sum|w_i*x_i| of the float64 dot product over the
+// dequantized weights (tested on rows up to 11008 elements).
 //
 // It is a kernel: the caller guarantees that t is supported, len(x) is a
 // multiple of t.BlockSize() and len(row) >= RowBytes(t, len(x)) (the GGUF
