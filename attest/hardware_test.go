@@ -78,6 +78,15 @@ func realBundle(t *testing.T) (*attest.Bundle, time.Time) {
 
 func TestRealHardwareEvidence(t *testing.T) {
 	b, at := realBundle(t)
+	if *update {
+		enc, err := b.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("testdata/real-bundle.json", append(enc, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r, err := verify(t, attesttest.PublicAuthority(), b, testNonce, at)
 	var ve *check.VerifyError
 	if !errors.As(err, &ve) || ve.Check != "tee.report_data" {
