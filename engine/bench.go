@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sparkinfer/cc/engine/cuda"
+	"github.com/sparkinfer/cc/engine/model"
 )
 
 // BenchConfig says what Bench measures.
@@ -25,6 +28,21 @@ type BenchPoint struct {
 	Runs      []float64 `json:"runs_tok_s"`
 	Median    float64   `json:"median_tok_s"`
 	WeightGBs float64   `json:"weight_gb_s,omitempty"` // decode only: weight bytes per token x median tok/s
+	// RooflinePct (GPU decode only) is the median as a percentage of the
+	// memory-bandwidth roofline: measured copy bandwidth / weight bytes per token.
+	RooflinePct float64 `json:"roofline_pct,omitempty"`
+}
+
+// GPUInfo describes the GPU a benchmark ran on.
+type GPUInfo struct {
+	Name              string  `json:"name"`
+	ComputeCapability string  `json:"compute_capability"`
+	SMs               int     `json:"sms"`
+	MaxSMClockMHz     int     `json:"max_sm_clock_mhz"`
+	MemClockMHz       int     `json:"mem_clock_mhz"`
+	CopyGBs           float64 `json:"copy_gb_s"` // measured device-to-device copy, bytes read + written
+	Driver            int     `json:"driver_version"`
+	KernelsDigest     string  `json:"kernels_digest"`
 }
 
 // BenchResult is the outcome of Bench.
@@ -37,6 +55,7 @@ type BenchResult struct {
 	WeightBytesPerToken int64        `json:"weight_bytes_per_token"`
 	Decode              []BenchPoint `json:"decode"`
 	Prefill             []BenchPoint `json:"prefill"` // PrefillTokens from an empty cache, then prefill up to each context
+	GPU                 *GPUInfo     `json:"gpu,omitempty"`
 	Date                string       `json:"date"`
 }
 
@@ -64,6 +83,19 @@ func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, er
 	m := e.Model
 	r := &BenchResult{Model: e.Name, Arch: m.Arch, Device: e.Backend.Name(), CPU: cpuModel(), Cores: runtime.NumCPU(),
 		WeightBytesPerToken: m.WeightBytesPerToken(), Date: time.Now().UTC().Format(time.RFC3339)}
+	if gb, ok := e.Backend.(*cuda.Backend); ok {
+		in, err := gb.Device().Info()
+		if err != nil {
+			return nil, err
+		}
+		bw, err := gb.Device().CopyBandwidth(1<<30, 20)
+		if err != nil {
+			return nil, err
+		}
+		r.GPU = &GPUInfo{Name: in.Name, ComputeCapability: in.ComputeCapability, SMs: in.SMs, MaxSMClockMHz: in.ClockMHz,
+			MemClockMHz: in.MemoryClockMHz, CopyGBs: bw / 1e9, Driver: in.DriverVersion, KernelsDigest: gb.KernelsDigest()}
+		r.WeightBytesPerToken = gb.WeightBytes()
+	}
 	toks := func(n int) []int {
 		out := make([]int, n)
 		for i := range out {
@@ -119,8 +151,17 @@ func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, er
 				return nil, err
 			}
 			t0 := time.Now()
+			gs, greedy := seq.(model.GreedySequence)
 			for j := range cfg.Tokens {
-				if _, err := seq.Forward([]int{1 + j%(m.Vocab-1)}, false); err != nil {
+				tok := 1 + j%(m.Vocab-1)
+				var err error
+				if greedy {
+					// the device picks the token; only its id comes back
+					_, err = gs.Greedy(tok)
+				} else {
+					_, err = seq.Forward([]int{tok}, false)
+				}
+				if err != nil {
 					return nil, err
 				}
 			}
@@ -128,6 +169,9 @@ func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, er
 		}
 		p := point(c, cfg.Tokens, runs)
 		p.WeightGBs = p.Median * float64(r.WeightBytesPerToken) / 1e9
+		if r.GPU != nil && r.GPU.CopyGBs > 0 {
+			p.RooflinePct = 100 * p.WeightGBs / r.GPU.CopyGBs
+		}
 		r.Decode = append(r.Decode, p)
 	}
 	return r, nil

@@ -4,7 +4,7 @@
 // streaming, sampling, stop tokens, stop strings and a token limit.
 //
 // The HTTP server and the evaluation harness use this package; the backends
-// (CPU now, CUDA later) implement [model.Backend].
+// (CPU, the reference, and CUDA) implement [model.Backend].
 //
 // Generation: the prompt is tokenized (BOS added when the vocabulary asks
 // for it; with Messages, the model's chat template is rendered first and
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sparkinfer/cc/engine/chat"
+	"github.com/sparkinfer/cc/engine/cuda"
 	"github.com/sparkinfer/cc/engine/embedded"
 	"github.com/sparkinfer/cc/engine/gguf"
 	"github.com/sparkinfer/cc/engine/model"
@@ -28,8 +29,9 @@ import (
 	"github.com/sparkinfer/cc/engine/tokenizer"
 )
 
-// Devices lists the supported values of Options.Device.
-var Devices = []string{"cpu"}
+// Devices lists the supported values of Options.Device: "auto" uses CUDA
+// when a GPU and the kernels library are available and the CPU otherwise.
+var Devices = []string{"cpu", "cuda", "auto"}
 
 // DefaultContext caps the KV cache when Options.Context is 0, so a model
 // trained for a long context does not allocate it all by default.
@@ -37,9 +39,14 @@ const DefaultContext = 4096
 
 // Options configures loading.
 type Options struct {
-	Device  string // "cpu" (default)
+	Device  string // "cpu" (default), "cuda" or "auto"
 	Threads int    // CPU worker threads; 0: GOMAXPROCS
 	Context int    // KV cache length in tokens; 0: min(model context, DefaultContext)
+	// Kernels is the CUDA kernels library (default: cuda.DefaultPath()).
+	Kernels string
+	// KernelsAnyDigestUnsafe loads a kernels library whose digest differs
+	// from the one recorded at build time (development only).
+	KernelsAnyDigestUnsafe bool
 }
 
 // Engine is a loaded model ready to generate. Generate may be called from
@@ -121,6 +128,17 @@ func load(name string, f *gguf.File, opts Options) (*Engine, error) {
 	switch opts.Device {
 	case "", "cpu":
 		e.Backend = model.NewCPU(m, opts.Threads)
+	case "cuda", "auto":
+		b, err := cuda.OpenBackend(m, e.Context, opts.Kernels, opts.KernelsAnyDigestUnsafe)
+		var ue *cuda.UnavailableError
+		if opts.Device == "auto" && errors.As(err, &ue) {
+			e.Backend = model.NewCPU(m, opts.Threads)
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.Backend = b
 	default:
 		return nil, &DeviceError{Device: opts.Device}
 	}

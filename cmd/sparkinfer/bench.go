@@ -22,6 +22,8 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	prefill := fs.Int("prefill", 512, "tokens of the standalone prefill measurement")
 	threads := fs.Int("threads", 0, "CPU threads (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	kernels := fs.String("kernels", "", "CUDA kernels library (default: beside the binary, or $SPARKINFER_KERNELS)")
+	anyDigest := fs.Bool("kernels-any-digest-unsafe", false, "load a kernels library whatever its digest (development only)")
 	if err := cli.Parse(fs, args); err != nil {
 		return 2, err
 	}
@@ -41,7 +43,8 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	if *runs < 1 || *tokens < 1 || *prefill < 1 {
 		return 2, cli.Usagef("--runs, --tokens and --prefill must be positive")
 	}
-	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: maxCtx + *tokens})
+	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: maxCtx + *tokens,
+		Kernels: *kernels, KernelsAnyDigestUnsafe: *anyDigest})
 	if err != nil {
 		return 2, err
 	}
@@ -62,13 +65,21 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	w := env.Stdout
 	fmt.Fprintf(w, "model:   %s (%s)\ndevice:  %s\ncpu:     %s, %d logical cores\nweights: %.1f MB read per decoded token\ndate:    %s\n\n",
 		r.Model, r.Arch, r.Device, r.CPU, r.Cores, float64(r.WeightBytesPerToken)/1e6, r.Date)
+	if g := r.GPU; g != nil {
+		fmt.Fprintf(w, "gpu:     %s (sm_%s, %d SMs), max SM clock %d MHz, memory clock %d MHz, driver %d\ncopy:    %.0f GB/s measured (device-to-device, read + write)\nkernels: %s\n\n",
+			g.Name, g.ComputeCapability, g.SMs, g.MaxSMClockMHz, g.MemClockMHz, g.Driver, g.CopyGBs, g.KernelsDigest)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "phase\tcontext\ttokens\truns\tmedian tok/s\tweights GB/s\t\n")
+	fmt.Fprintf(tw, "phase\tcontext\ttokens\truns\tmedian tok/s\tweights GB/s\t%% roofline\t\n")
 	for _, p := range r.Prefill {
-		fmt.Fprintf(tw, "prefill\t%d\t%d\t%d\t%.2f\t\t\n", p.Context, p.Tokens, len(p.Runs), p.Median)
+		fmt.Fprintf(tw, "prefill\t%d\t%d\t%d\t%.2f\t\t\t\n", p.Context, p.Tokens, len(p.Runs), p.Median)
 	}
 	for _, p := range r.Decode {
-		fmt.Fprintf(tw, "decode\t%d\t%d\t%d\t%.2f\t%.2f\t\n", p.Context, p.Tokens, len(p.Runs), p.Median, p.WeightGBs)
+		roof := ""
+		if p.RooflinePct > 0 {
+			roof = fmt.Sprintf("%.1f", p.RooflinePct)
+		}
+		fmt.Fprintf(tw, "decode\t%d\t%d\t%d\t%.2f\t%.2f\t%s\t\n", p.Context, p.Tokens, len(p.Runs), p.Median, p.WeightGBs, roof)
 	}
 	return 0, tw.Flush()
 }

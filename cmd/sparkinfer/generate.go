@@ -49,6 +49,8 @@ func cmdGenerate(args []string, env cli.Env) (int, error) {
 	var stops stringList
 	fs.Var(&stops, "stop", "stop string (repeatable); generation ends before it")
 	device := fs.String("device", "cpu", "device: "+strings.Join(engine.Devices, ", "))
+	kernels := fs.String("kernels", "", "CUDA kernels library (default: beside the binary, or $SPARKINFER_KERNELS)")
+	anyDigest := fs.Bool("kernels-any-digest-unsafe", false, "load a kernels library whatever its digest (development only)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all)")
 	ctxLen := fs.Int("ctx", 0, fmt.Sprintf("context length in tokens (0: the model's, at most %d)", engine.DefaultContext))
 	if err := cli.Parse(fs, args); err != nil {
@@ -62,7 +64,8 @@ func cmdGenerate(args []string, env cli.Env) (int, error) {
 	if err := params.Validate(); err != nil {
 		return 2, &cli.UsageError{Err: err}
 	}
-	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: *ctxLen})
+	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: *ctxLen,
+		Kernels: *kernels, KernelsAnyDigestUnsafe: *anyDigest})
 	if err != nil {
 		return 2, err
 	}

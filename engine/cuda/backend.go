@@ -22,6 +22,7 @@ import (
 // retires the previous (its calls then fail with ErrSequenceRetired).
 type Backend struct {
 	d      *Device
+	owns   bool // Close closes d
 	m      *model.Model
 	sm     *C.sk_model
 	maxCtx int
@@ -166,16 +167,41 @@ func (b *Backend) WeightBytes() int64 {
 	return int64(C.w_model_weight_bytes(b.sm))
 }
 
-// Close frees the device memory.
+// Close frees the device memory (and the device, for OpenBackend).
 func (b *Backend) Close() error {
 	b.d.mu.Lock()
-	defer b.d.mu.Unlock()
 	if b.sm != nil {
 		C.w_model_free(b.sm)
 		b.sm = nil
 	}
+	b.d.mu.Unlock()
+	if b.owns {
+		b.d.Close()
+	}
 	return nil
 }
+
+// OpenBackend opens the kernels library (see OpenDevice) and GPU 0 and
+// uploads m; closing the backend closes the device.
+func OpenBackend(m *model.Model, maxCtx int, kernels string, allowAnyDigestUnsafe bool) (*Backend, error) {
+	d, _, err := OpenDevice(kernels, 0, allowAnyDigestUnsafe)
+	if err != nil {
+		return nil, err
+	}
+	b, err := NewBackend(d, m, maxCtx)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	b.owns = true
+	return b, nil
+}
+
+// KernelsDigest is the measured digest of the loaded kernels library.
+func (b *Backend) KernelsDigest() string { return b.d.lib.Digest }
+
+// Device returns the backend's GPU.
+func (b *Backend) Device() *Device { return b.d }
 
 // NewSequence starts a fresh sequence of up to ctx tokens, retiring any
 // earlier one.
@@ -286,14 +312,10 @@ func (s *sequence) decode(tok int, logits []float32) (int, error) {
 	return int(next), nil
 }
 
-// GreedyStep feeds one token and returns the argmax of the next-token
-// logits, computed on the device; only the token id crosses the bus. It is
-// the fast path for greedy decoding and for benchmarks.
-func GreedyStep(seq model.Sequence, tok int) (int, error) {
-	s, ok := seq.(*sequence)
-	if !ok {
-		return 0, errors.New("cuda: not a cuda sequence")
-	}
+// Greedy feeds one token and returns the argmax of the next-token logits,
+// computed on the device; only the token id crosses the bus. It is the fast
+// path for greedy decoding and for benchmarks (model.GreedySequence).
+func (s *sequence) Greedy(tok int) (int, error) {
 	if err := s.check([]int{tok}); err != nil {
 		return 0, err
 	}

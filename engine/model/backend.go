@@ -51,3 +51,13 @@ type TokenError struct {
 func (e *TokenError) Error() string {
 	return fmt.Sprintf("model: token id %d out of range [0, %d)", e.Token, e.Vocab)
 }
+
+// GreedySequence is implemented by sequences that can pick the next token
+// by argmax on their device, so that only the token id is transferred (the
+// CUDA backend). Greedy feeds tok and returns the argmax of the next-token
+// logits; it is equivalent to Forward([]int{tok}, false) followed by an
+// argmax with the lowest index winning ties.
+type GreedySequence interface {
+	Sequence
+	Greedy(tok int) (int, error)
+}

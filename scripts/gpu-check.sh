@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# GPU check: builds the CUDA kernels, runs every kernel's parity test against
+# its Go reference, checks whole-model parity with the CPU reference
+# (stories260K greedy text, synthetic models' top-1 agreement and KL), and
+# benchmarks decode/prefill. Runs on a machine with an NVIDIA GPU and nvcc;
+# Go is not needed there: build the Go binaries elsewhere with
+#   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
+# then on the GPU machine:
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize; default all)
+# Results go to $OUT (default /tmp/gpu-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.dev/gpu}
+OUT=${OUT:-/tmp/gpu-out}
+MODELS=${MODELS:-/tmp/sparkinfer-models}
+mode=${1:-run}; shift || true
+
+if [ "$mode" = build ]; then
+	mkdir -p "$BIN"
+	CGO_ENABLED=1 go build -trimpath -o "$BIN/sparkinfer" ./cmd/sparkinfer
+	CGO_ENABLED=1 go test -c -o "$BIN/cuda.test" ./engine/cuda
+	exit
+fi
+
+stages=${*:-kernels ops stories parity bench sanitize}
+has() { [[ " $stages " == *" $1 "* ]]; }
+mkdir -p "$OUT" "$MODELS"
+export SPARKINFER_KERNELS=$PWD/kernels/build/libsparkinfer_kernels.so
+SI="$BIN/sparkinfer"
+K="--kernels $SPARKINFER_KERNELS --kernels-any-digest-unsafe"
+log() { echo "== $(date -u +%H:%M:%S) $*"; }
+
+log "gpu"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
+nvidia-smi -q 2>/dev/null | grep -iA4 "confidential\|conf compute" | head -20 | tee -a "$OUT/gpu.txt"
+nvcc --version | tail -1
+
+if has kernels; then
+	log "build kernels"
+	make -C kernels -j4 ARCHS="90 100 120" 2>&1 | tail -3 || exit 1
+	sha256sum kernels/build/libsparkinfer_kernels.so | tee "$OUT/kernels.sha256"
+fi
+
+if has ops; then
+	log "per-op parity"
+	"$BIN/cuda.test" -test.v -test.count=1 > "$OUT/ops.log" 2>&1
+	echo "ops exit $?"; grep -cE "^    --- PASS" "$OUT/ops.log"; grep -E "^(--- |FAIL|ok|PASS)|FAIL:" "$OUT/ops.log" | head -40
+fi
+
+if has stories; then
+	log "stories260K greedy on cuda"
+	"$SI" generate --device cuda $K --temperature 0 --max-tokens 256 > "$OUT/stories.cuda.txt"
+	if cmp -s "$OUT/stories.cuda.txt" engine/testdata/stories260K.greedy.txt; then echo "stories260K: IDENTICAL"; else echo "stories260K: DIFFERS"; diff <(fold -w 80 "$OUT/stories.cuda.txt") <(fold -w 80 engine/testdata/stories260K.greedy.txt) | head; fi
+	"$SI" parity $K --tokens 256
+fi
+
+synth() { # name arch shape type
+	[ -f "$MODELS/$1.gguf" ] || "$SI" synth --arch "$2" --shape "$3" --type "$4" --out "$MODELS/$1.gguf" 2>&1 | tail -1
+}
+
+if has parity; then
+	log "synthetic models + parity"
+	synth tinyllama-q8_0 llama tinyllama-1.1b Q8_0
+	synth tinyllama-q4_k_m llama tinyllama-1.1b Q4_K_M
+	for m in ${PARITY_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
+		log "parity $m"
+		"$SI" parity $K --model "$MODELS/$m.gguf" --tokens ${PARITY_TOKENS:-256} --json | tee "$OUT/parity-$m.json"
+	done
+fi
+
+if has bench; then
+	for m in ${BENCH_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
+		case $m in
+		tinyllama-q8_0) synth $m llama tinyllama-1.1b Q8_0 ;;
+		tinyllama-q4_k_m) synth $m llama tinyllama-1.1b Q4_K_M ;;
+		llama2-7b-q4_k_m) synth $m llama llama2-7b Q4_K_M ;;
+		llama2-7b-q8_0) synth $m llama llama2-7b Q8_0 ;;
+		esac
+		log "bench $m"
+		nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
+		"$SI" bench --device cuda $K --model "$MODELS/$m.gguf" --ctx ${BENCH_CTX:-128,4096} --tokens ${BENCH_TOKENS:-128} --runs 5 --prefill 512 --json > "$OUT/bench-$m.json" 2> "$OUT/bench-$m.err"
+		echo "exit $?"; python3 - "$OUT/bench-$m.json" <<'PY'
+import json,sys
+r=json.load(open(sys.argv[1]))
+g=r.get("gpu",{})
+print(f"{r['model']}: {g.get('name')} copy {g.get('copy_gb_s',0):.0f} GB/s, weights {r['weight_bytes_per_token']/1e6:.1f} MB/token")
+for p in r["prefill"]: print(f"  prefill ctx={p['context']:>6} n={p['tokens']:>6} {p['median_tok_s']:>10.1f} tok/s")
+for p in r["decode"]: print(f"  decode  ctx={p['context']:>6} {p['median_tok_s']:>10.1f} tok/s  {p.get('roofline_pct',0):.1f}% roofline")
+PY
+	done
+fi
+
+if has sanitize; then
+	log "compute-sanitizer memcheck (short run)"
+	compute-sanitizer --tool memcheck --leak-check full "$SI" generate --device cuda $K --temperature 0 --max-tokens 16 > "$OUT/sanitize.log" 2>&1
+	echo "sanitizer exit $?"; tail -5 "$OUT/sanitize.log"
+fi
+log "done"
