@@ -49,6 +49,10 @@ func cmdSynth(args []string, env cli.Env) (int, error) {
 		tmp.Close()
 		return 1, err
 	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600 files
+		tmp.Close()
+		return 1, err
+	}
 	if err := tmp.Close(); err != nil {
 		return 1, err
 	}
