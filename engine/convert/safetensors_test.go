@@ -122,6 +122,7 @@ func FuzzHFTokenizer(f *testing.F) {
 	}
 	f.Add(byteLevelTokenizer(), cfg, 1000)
 	f.Fuzz(func(t *testing.T, tj, tc []byte, n int) {
+		n %= 1 << 13 // keep executions fast; sizes past the token ids are all padding
 		v, err := VocabFromHF(tj, tc, n, "llama-bpe", SpecialIDs{BOS: -1, EOS: -1})
 		if err != nil {
 			return
