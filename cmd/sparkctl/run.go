@@ -14,6 +14,11 @@ var commands = []cli.Command{
 	{Name: "gpu", Summary: "verify an NVIDIA GPU attestation report: gpu verify --report R --chain C", Run: cmdGPU},
 	{Name: "quote", Summary: "verify a TDX quote (v4/v5) or SEV-SNP report: quote verify [--collateral F] [--as-of T] QUOTE", Run: cmdQuote},
 	{Name: "source-hash", Summary: "print the source hash of a checkout or source tree", Run: cmdSourceHash},
+	{Name: "release", Summary: "reproducible release build into dist/ with measurements.json", Run: cmdRelease},
+	{Name: "reproduce", Summary: "rebuild a release from source in a fresh directory and compare digests", Run: cmdReproduce},
+	{Name: "keygen", Summary: "create a cosign-compatible signing key pair", Run: cmdKeygen},
+	{Name: "sign", Summary: "sign a file in cosign's blob signature format", Run: cmdSign},
+	{Name: "verify-artifact", Summary: "verify a cosign blob signature with a public key", Run: cmdVerifyArtifact},
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
