@@ -61,19 +61,18 @@ func dequantQ4K(b []byte, y []float32) {
 func dotQ4K(row []byte, x []float32) float32 {
 	var sum float64
 	for b := 0; b < len(x)/256; b++ {
-		blk := row[144*b : 144*b+144]
-		d := f16Table[binary.LittleEndian.Uint16(blk)]
-		dmin := f16Table[binary.LittleEndian.Uint16(blk[2:])]
+		blk := (*[144]byte)(row[144*b:])
+		d := f16Table[uint16(blk[0])|uint16(blk[1])<<8]
+		dmin := f16Table[uint16(blk[2])|uint16(blk[3])<<8]
 		s := blk[4:16]
-		qs := blk[16:144]
-		xs := x[256*b : 256*b+256]
+		xs := (*[256]float32)(x[256*b:])
 		var acc float32
 		for c := range 4 {
 			sc1, m1 := scaleMinK4(2*c, s)
 			sc2, m2 := scaleMinK4(2*c+1, s)
-			q := qs[32*c : 32*c+32]
-			xa := xs[64*c : 64*c+32]
-			xb := xs[64*c+32 : 64*c+64]
+			q := (*[32]byte)(blk[16+32*c:])
+			xa := (*[32]float32)(xs[64*c:])
+			xb := (*[32]float32)(xs[64*c+32:])
 			var qa, qb, sa, sb float32
 			for l := range 32 {
 				qa += float32(q[l]&0xf) * xa[l]

@@ -37,16 +37,15 @@ func quantQ8_0(x []float32, b []byte) {
 func dotQ8_0(row []byte, x []float32) float32 {
 	var sum float64
 	for b := 0; b < len(x)/32; b++ {
-		blk := row[34*b : 34*b+34]
-		d := f16Table[binary.LittleEndian.Uint16(blk)]
-		q := blk[2:34]
-		xs := x[32*b : 32*b+32]
+		blk := (*[34]byte)(row[34*b:])
+		d := f16Table[uint16(blk[0])|uint16(blk[1])<<8]
+		xs := (*[32]float32)(x[32*b:])
 		var s0, s1, s2, s3 float32
 		for i := 0; i < 32; i += 4 {
-			s0 += float32(int8(q[i])) * xs[i]
-			s1 += float32(int8(q[i+1])) * xs[i+1]
-			s2 += float32(int8(q[i+2])) * xs[i+2]
-			s3 += float32(int8(q[i+3])) * xs[i+3]
+			s0 += float32(int8(blk[2+i])) * xs[i]
+			s1 += float32(int8(blk[3+i])) * xs[i+1]
+			s2 += float32(int8(blk[4+i])) * xs[i+2]
+			s3 += float32(int8(blk[5+i])) * xs[i+3]
 		}
 		sum += float64(d * ((s0 + s1) + (s2 + s3)))
 	}
