@@ -241,6 +241,9 @@ func (k *KeyPair) Config() KeyConfig { return k.config.clone() }
 // KeyID returns the key identifier of the configuration.
 func (k *KeyPair) KeyID() uint8 { return k.config.KeyID }
 
+// Supports reports whether the key pair's configuration offers the suite.
+func (k *KeyPair) Supports(s Suite) bool { return k.config.Supports(s) }
+
 // NewRecipient sets up an HPKE base-mode receiving context for enc and
 // info. It fails with a [*SuiteError] when the configuration does not offer
 // the suite, with [ErrKeyClosed] after Close, and with crypto/hpke's error

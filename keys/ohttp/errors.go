@@ -1,6 +1,7 @@
 package ohttp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,11 @@ var (
 	ErrStaleRequest       = errors.New("request timestamp outside the allowed clock skew")
 	ErrReplayedRequest    = errors.New("replayed request")
 	ErrReplayCacheFull    = errors.New("replay cache full")
+
+	// Kinds the server reports itself (see docs/PROTOCOL.md section 9).
+	ErrPathMismatch         = errors.New("request path does not match the url path")
+	ErrEncryptionRequired   = errors.New("plaintext request refused: encryption required")
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
 )
 
 // RequestError is a request the gateway (or the plaintext parser) rejected.
@@ -85,6 +91,34 @@ func (e *StreamError) Error() string {
 
 func (e *StreamError) Unwrap() error { return e.Err }
 
+// ErrorJSON returns the status and the plaintext JSON error body of
+// docs/PROTOCOL.md section 9 for an error of this package:
+//
+//	{"error":{"message":"...","type":"invalid_request_error","code":"unknown_key_id"}}
+//
+// The messages of this package's errors never quote decrypted plaintext.
+func ErrorJSON(err error) (status int, body []byte) {
+	status, code := HTTPError(err)
+	typ := "invalid_request_error"
+	msg := err.Error()
+	if status >= 500 {
+		typ = "server_error"
+		if code == "internal_error" {
+			msg = "internal error" // not ours: do not echo unknown error text
+		}
+	}
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}
+	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, code
+	body, _ = json.Marshal(e)
+	return status, body
+}
+
 // HTTPError maps an error of this package to the HTTP status and the
 // machine-readable code that docs/PROTOCOL.md assigns it. Other errors map
 // to 500 and "internal_error".
@@ -108,6 +142,12 @@ func HTTPError(err error) (status int, code string) {
 		return http.StatusBadRequest, "replayed_request"
 	case errors.Is(err, ErrReplayCacheFull):
 		return http.StatusServiceUnavailable, "replay_cache_full"
+	case errors.Is(err, ErrPathMismatch):
+		return http.StatusBadRequest, "path_mismatch"
+	case errors.Is(err, ErrEncryptionRequired):
+		return http.StatusUnsupportedMediaType, "encryption_required"
+	case errors.Is(err, ErrUnsupportedMediaType):
+		return http.StatusUnsupportedMediaType, "unsupported_media_type"
 	}
 	return http.StatusInternalServerError, "internal_error"
 }

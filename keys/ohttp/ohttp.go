@@ -108,7 +108,7 @@ type Request struct {
 // MarshalBinary encodes the request plaintext.
 func (r Request) MarshalBinary() ([]byte, error) {
 	if err := validPath(r.Path); err != nil {
-		return nil, err
+		return nil, &RequestError{Err: ErrMalformedPlaintext, Detail: fmt.Sprintf("path %q: %s", r.Path, err.Detail)}
 	}
 	if r.Time.Unix() < 0 {
 		return nil, fmt.Errorf("ohttp: request time %s is before 1970", r.Time)
@@ -122,13 +122,16 @@ func (r Request) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-func validPath(p string) error {
+// validPath checks a request path. Its error does not quote the path: on
+// the server the path comes from the decrypted plaintext, and errors may be
+// sent back in the clear or logged.
+func validPath(p string) *RequestError {
 	if len(p) == 0 || len(p) > MaxPathLen || p[0] != '/' {
-		return &RequestError{Err: ErrMalformedPlaintext, Detail: fmt.Sprintf("path %q: want 1 to %d bytes starting with \"/\"", p, MaxPathLen)}
+		return &RequestError{Err: ErrMalformedPlaintext, Detail: fmt.Sprintf("path of %d bytes, want 1 to %d bytes starting with \"/\"", len(p), MaxPathLen)}
 	}
 	for i := 0; i < len(p); i++ {
 		if p[i] < 0x21 || p[i] > 0x7e {
-			return &RequestError{Err: ErrMalformedPlaintext, Detail: fmt.Sprintf("path %q: byte %d is not printable ascii", p, i)}
+			return &RequestError{Err: ErrMalformedPlaintext, Detail: fmt.Sprintf("path byte %d is not printable ascii", i)}
 		}
 	}
 	return nil
@@ -156,6 +159,8 @@ func ParseRequest(b []byte) (Request, error) {
 	if err := validPath(r.Path); err != nil {
 		return Request{}, err
 	}
+	// Errors of this parser never quote plaintext: the server may send
+	// them back unencrypted.
 	r.Body = rest[n:]
 	return r, nil
 }

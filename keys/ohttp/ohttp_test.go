@@ -532,3 +532,64 @@ func TestEncapsulateRejects(t *testing.T) {
 		t.Errorf("bad path: %v", err)
 	}
 }
+
+func TestServerSideErrors(t *testing.T) {
+	gw, _ := testGateway(t, 8)
+	x, _ := gw.Keys.Lookup(2)
+	msg, _, err := EncapsulateRequest(x.Config(), keys.SuiteX25519AES128GCM, newRequest(t, vectorTime, "/v1/completions", "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := gw.Decapsulate(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sr.CheckPath("/v1/completions"); err != nil {
+		t.Fatal(err)
+	}
+	err = sr.CheckPath("/v1/chat/completions")
+	if !errors.Is(err, ErrPathMismatch) {
+		t.Fatalf("%v", err)
+	}
+	status, body := ErrorJSON(err)
+	if status != 400 || string(body) != `{"error":{"message":"ohttp: request path does not match the url path: request sent to \"/v1/chat/completions\"","type":"invalid_request_error","code":"path_mismatch"}}` {
+		t.Errorf("ErrorJSON = %d %s", status, body)
+	}
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{ErrEncryptionRequired, 415, "encryption_required"},
+		{ErrUnsupportedMediaType, 415, "unsupported_media_type"},
+	} {
+		if s, c := HTTPError(&RequestError{Err: tc.err}); s != tc.status || c != tc.code {
+			t.Errorf("%v: %d %s", tc.err, s, c)
+		}
+	}
+	status, body = ErrorJSON(errors.New("secret internals"))
+	if status != 500 || strings.Contains(string(body), "secret") || !strings.Contains(string(body), `"type":"server_error"`) {
+		t.Errorf("ErrorJSON(other) = %d %s", status, body)
+	}
+	status, body = ErrorJSON(&RequestError{Err: ErrReplayCacheFull})
+	if status != 503 || !strings.Contains(string(body), `"code":"replay_cache_full"`) {
+		t.Errorf("ErrorJSON(full) = %d %s", status, body)
+	}
+}
+
+// Errors about a decrypted plaintext never echo it: they may travel back in
+// the clear and reach logs.
+func TestPlaintextErrorsDoNotQuotePlaintext(t *testing.T) {
+	gw, _ := testGateway(t, 8)
+	x, _ := gw.Keys.Lookup(2)
+	p, _ := newRequest(t, vectorTime, "/v1/completions", "{}").MarshalBinary()
+	secret := "/SECRET PROMPT"
+	bad := append(append(p[:25:25], byte(len(secret))), secret...)
+	_, err := gw.Decapsulate(sealRaw(t, x.Config(), Header(2, keys.SuiteX25519AES128GCM), bad, keys.SuiteX25519AES128GCM))
+	if !errors.Is(err, ErrMalformedPlaintext) {
+		t.Fatal(err)
+	}
+	if strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("error quotes the plaintext: %v", err)
+	}
+}

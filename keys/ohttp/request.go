@@ -128,6 +128,16 @@ type ServerRequest struct {
 	secret []byte
 }
 
+// CheckPath returns a [*RequestError] of kind ErrPathMismatch unless the
+// path inside the request equals urlPath, the path it arrived on (without
+// query string). The error does not quote the inner path.
+func (r *ServerRequest) CheckPath(urlPath string) error {
+	if r.Path != urlPath {
+		return &RequestError{Err: ErrPathMismatch, Detail: fmt.Sprintf("request sent to %q", urlPath)}
+	}
+	return nil
+}
+
 // Decapsulate opens an encapsulated request. It checks, in order: the
 // size cap, the header, that the key id exists and offers the suite, the
 // encapsulated key and AEAD tag, the plaintext encoding, the timestamp
@@ -159,8 +169,7 @@ func (g *Gateway) Decapsulate(msg []byte) (*ServerRequest, error) {
 	if !ok {
 		return nil, &RequestError{Err: ErrUnknownKeyID, Detail: fmt.Sprintf("key id %d", keyID)}
 	}
-	cfg := kp.Config()
-	if !cfg.Supports(s) {
+	if !kp.Supports(s) {
 		return nil, &RequestError{Err: ErrUnsupportedSuite, Detail: fmt.Sprintf("key id %d does not offer %s", keyID, s)}
 	}
 	info, err := keys.KEMInfo(s.KEM)
