@@ -271,3 +271,72 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestReproduceGitAndDir: a release build of a git checkout is reproduced
+// from a clone of the commit and from a copy of the tracked files; a changed
+// artifact digest in the expectation is a mismatch naming the artifact.
+func TestReproduceGitAndDir(t *testing.T) {
+	if goEnv(t, "GOVERSION") != PinnedGoVersion {
+		t.Skipf("needs the pinned toolchain %s", PinnedGoVersion)
+	}
+	ctx := context.Background()
+	arts := []Artifact{{Name: "hello", Package: "./cmd/hello"}}
+	repo := filepath.Join(t.TempDir(), "repo")
+	writeTree(t, repo, cgoModule)
+	gitRun(t, repo, "init", "-q")
+	gitRun(t, repo, "add", ".")
+	gitRun(t, repo, "commit", "-q", "-m", "hello")
+	commit := gitRun(t, repo, "rev-parse", "HEAD")
+	writeTree(t, repo, map[string]string{"untracked.txt": "not source\n"})
+
+	cache := goEnv(t, "GOCACHE")
+	root := t.TempDir()
+	exp, err := Build(ctx, Options{
+		SourceDir: repo, OutDir: filepath.Join(root, "dist"), GoCache: cache,
+		GoPath: filepath.Join(root, "gopath"), GoModCache: filepath.Join(root, "gopath/pkg/mod"),
+		GoProxy: "off", Artifacts: arts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.SourceKind != reproducible.KindGit {
+		t.Fatalf("source kind %q", exp.SourceKind)
+	}
+	var log bytes.Buffer
+	for name, o := range map[string]ReproduceOptions{
+		"git": {GitURL: repo, GitCommit: commit},
+		"dir": {SourceDir: repo},
+	} {
+		o.Expect, o.GoProxy, o.Progress, o.artifacts, o.goCache = exp, "off", &log, arts, cache
+		res, err := Reproduce(ctx, o)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, log.String())
+		}
+		if len(res.Comparisons) != 1 || !res.Comparisons[0].Reproduced {
+			t.Errorf("%s: %+v", name, res.Comparisons)
+		}
+	}
+	if !strings.Contains(log.String(), "hello: reproduced") {
+		t.Errorf("progress does not report the artifact:\n%s", log.String())
+	}
+
+	bad := *exp
+	bad.Artifacts = []Digest{{Name: "hello", SHA256: strings.Repeat("0", 64), Size: 1}}
+	_, err = Reproduce(ctx, ReproduceOptions{SourceDir: repo, Expect: &bad, GoProxy: "off", artifacts: arts, goCache: cache})
+	var me *MismatchError
+	if !errors.As(err, &me) || me.What != "hello" || me.Got != exp.Artifacts[0].SHA256 || me.Want != bad.Artifacts[0].SHA256 {
+		t.Fatalf("err = %v, want a *MismatchError for hello with both digests", err)
+	}
+}

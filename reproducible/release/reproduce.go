@@ -35,6 +35,12 @@ type ReproduceOptions struct {
 	UnsafeToolchain bool
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
+
+	// Test-only hooks: another artifact list, and a shared GOCACHE so that
+	// tests of the copy/clone/compare logic need not recompile the standard
+	// library. Not settable from outside the package.
+	artifacts []Artifact
+	goCache   string
 }
 
 // Comparison is the outcome for one artifact.
@@ -147,25 +153,34 @@ func Reproduce(ctx context.Context, opts ReproduceOptions) (*Result, error) {
 	for _, a := range exp.Artifacts {
 		only = append(only, a.Name)
 	}
+	known := Artifacts
+	if opts.artifacts != nil {
+		known = opts.artifacts
+	}
 	for _, name := range only {
-		known := false
-		for _, a := range Artifacts {
-			known = known || a.Name == name
+		found := false
+		for _, a := range known {
+			found = found || a.Name == name
 		}
-		if !known {
+		if !found {
 			return nil, fmt.Errorf("expected artifact %q is not one this recipe builds", name)
 		}
+	}
+	gocache := filepath.Join(work, "gocache")
+	if opts.goCache != "" {
+		gocache = opts.goCache
 	}
 	step(3, "release build with fresh GOCACHE, GOPATH and module cache under %s (GOPROXY %s)", work, proxyOrEnv(opts.GoProxy))
 	rebuilt, err := Build(ctx, Options{
 		SourceDir:       src,
 		OutDir:          filepath.Join(work, "dist"),
-		GoCache:         filepath.Join(work, "gocache"),
+		GoCache:         gocache,
 		GoPath:          filepath.Join(work, "gopath"),
 		GoModCache:      filepath.Join(work, "gopath", "pkg", "mod"),
 		GoProxy:         opts.GoProxy,
 		SourceDateEpoch: exp.SourceDateEpoch,
 		Only:            only,
+		Artifacts:       opts.artifacts,
 		UnsafeToolchain: opts.UnsafeToolchain,
 		Progress:        indent{opts.Progress},
 	})
