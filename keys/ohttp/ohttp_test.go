@@ -593,3 +593,34 @@ func TestPlaintextErrorsDoNotQuotePlaintext(t *testing.T) {
 		t.Errorf("error quotes the plaintext: %v", err)
 	}
 }
+
+// Concurrent copies of one request: exactly one is accepted.
+func TestReplayConcurrent(t *testing.T) {
+	gw, _ := testGateway(t, 64)
+	x, _ := gw.Keys.Lookup(2)
+	msg, _, err := EncapsulateRequest(x.Config(), keys.SuiteX25519AES128GCM, newRequest(t, vectorTime, "/v1/completions", "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := gw.Decapsulate(msg)
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, ErrReplayedRequest):
+			t.Errorf("unexpected error %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d copies accepted, want 1", ok)
+	}
+}
