@@ -47,6 +47,10 @@ type Options struct {
 	// KernelsAnyDigestUnsafe loads a kernels library whose digest differs
 	// from the one recorded at build time (development only).
 	KernelsAnyDigestUnsafe bool
+	// ExtendContext allows Context beyond the model's trained context
+	// length, as long-context benchmarks of short-context models need (the
+	// model's output past its trained length is not meaningful).
+	ExtendContext bool
 }
 
 // Engine is a loaded model ready to generate. Generate may be called from
@@ -121,7 +125,10 @@ func load(name string, f *gguf.File, opts Options) (*Engine, error) {
 	e.Context = min(m.ContextLength, DefaultContext)
 	if opts.Context > 0 {
 		if opts.Context > m.ContextLength {
-			return nil, fmt.Errorf("engine: context %d exceeds the model's context length %d", opts.Context, m.ContextLength)
+			if !opts.ExtendContext {
+				return nil, fmt.Errorf("engine: context %d exceeds the model's context length %d", opts.Context, m.ContextLength)
+			}
+			m.ContextLength = opts.Context
 		}
 		e.Context = opts.Context
 	}

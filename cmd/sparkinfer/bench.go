@@ -44,7 +44,7 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 		return 2, cli.Usagef("--runs, --tokens and --prefill must be positive")
 	}
 	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: maxCtx + *tokens,
-		Kernels: *kernels, KernelsAnyDigestUnsafe: *anyDigest})
+		Kernels: *kernels, KernelsAnyDigestUnsafe: *anyDigest, ExtendContext: true})
 	if err != nil {
 		return 2, err
 	}

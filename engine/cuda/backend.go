@@ -39,7 +39,7 @@ var _ model.Backend = (*Backend)(nil)
 // maxCtx positions (maxCtx <= 0: the model's context length).
 func NewBackend(d *Device, m *model.Model, maxCtx int) (*Backend, error) {
 	c := m.Config
-	if maxCtx <= 0 || maxCtx > c.ContextLength {
+	if maxCtx <= 0 {
 		maxCtx = c.ContextLength
 	}
 	scale := 1.0
