@@ -12,4 +12,14 @@ else
 	echo "scripts/test.sh: npm not found; tests that need npm packages will fail" >&2
 fi
 
+# The real cosign CLI, which reproducible/cosignsig's tests check our
+# signatures against, built from the Go module proxy into bin/ (git-ignored).
+# Skipped when bin/cosign is already that version.
+cosign_module=github.com/sigstore/cosign/v2
+cosign_version=v2.6.5
+if ! go version -m bin/cosign 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$cosign_module[[:space:]]+$cosign_version[[:space:]]"; then
+	echo "scripts/test.sh: installing cosign $cosign_version into bin/ (several minutes the first time)" >&2
+	GOBIN="$PWD/bin" GOFLAGS= go install "$cosign_module/cmd/cosign@$cosign_version"
+fi
+
 go test -count=1 -timeout 30m ./...
