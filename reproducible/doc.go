@@ -12,8 +12,9 @@
 // execute bit set, 120000 for a symbolic link, whose "bytes" are its target
 // as returned by readlink (the link is never followed). Paths are relative to
 // the source root, use '/' as the separator and are written as they are, so
-// a path containing a control character (newline, NUL, ...), a "." or ".." element, or a leading
-// '/' is refused rather than escaped. An empty tree has an empty manifest.
+// a path containing a control character (newline, NUL, ...), a backslash, a
+// "." or ".." element, or a leading '/' is refused rather than escaped. An
+// empty tree has an empty manifest.
 //
 // Example: a tree with a file "a.txt" holding "hi\n" and an executable
 // "run.sh" holding "#!/bin/sh\n" has the manifest
