@@ -124,18 +124,27 @@ func (c *Client) getVerifier() (*attest.Verifier, error) {
 	return c.verifier, nil
 }
 
-// endpoint returns BaseURL joined with path, after checking that BaseURL
-// is an http(s) origin without path, query or fragment.
-func (c *Client) endpoint(path string) (string, error) {
-	u, err := url.Parse(c.BaseURL)
+// ParseBaseURL checks that s is an http or https origin without path,
+// query, fragment or user info, as Client.BaseURL must be.
+func ParseBaseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("client: base url %q: %v", c.BaseURL, err)
+		return nil, fmt.Errorf("client: base url %q: %v", s, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("client: base url %q: want http:// or https:// and a host", c.BaseURL)
+		return nil, fmt.Errorf("client: base url %q: want http:// or https:// and a host", s)
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("client: base url %q: want an origin without path, query or user info", c.BaseURL)
+		return nil, fmt.Errorf("client: base url %q: want an origin without path, query or user info", s)
+	}
+	return u, nil
+}
+
+// endpoint returns BaseURL joined with path.
+func (c *Client) endpoint(path string) (string, error) {
+	u, err := ParseBaseURL(c.BaseURL)
+	if err != nil {
+		return "", err
 	}
 	return u.Scheme + "://" + u.Host + path, nil
 }
@@ -262,6 +271,10 @@ func (c *Client) fetchBundle(ctx context.Context, u string) (*attest.Bundle, err
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message repeats the url
+		}
 		return nil, &FetchError{URL: u, Err: err}
 	}
 	defer resp.Body.Close()

@@ -10,6 +10,9 @@ import (
 // Each lives in its own file of this directory. Wired explicitly: no init()
 // registries in a measured binary.
 var commands = []cli.Command{
+	{Name: "verify", Summary: "verify an appliance's evidence with a fresh nonce and print the checklist: verify URL [--policy P.json]", Run: cmdVerify},
+	{Name: "chat", Summary: "verify an appliance, then send an encrypted chat: chat URL --prompt P [--policy P.json] [--stream]", Run: cmdChat},
+	{Name: "proxy", Summary: "local OpenAI endpoint forwarding encrypted to a verified appliance: proxy --upstream URL --policy P.json", Run: cmdProxy},
 	{Name: "evidence", Summary: "verify an evidence bundle against a policy: evidence verify --policy P.json BUNDLE.json", Run: cmdEvidence},
 	{Name: "gpu", Summary: "verify an NVIDIA GPU attestation report: gpu verify --report R --chain C", Run: cmdGPU},
 	{Name: "quote", Summary: "verify a TDX quote (v4/v5) or SEV-SNP report: quote verify [--collateral F] [--as-of T] QUOTE", Run: cmdQuote},
