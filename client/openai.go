@@ -274,3 +274,42 @@ func (s *Stream[T]) Close() error { return s.resp.Close() }
 
 // Attestation returns the verified evidence the request was encrypted under.
 func (s *Stream[T]) Attestation() *Attestation { return s.resp.Attestation }
+
+// Model is one entry of GET /v1/models.
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	OwnedBy string `json:"owned_by,omitempty"`
+}
+
+// Models lists the appliance's models (GET /v1/models) after verifying its
+// evidence. The list is public and travels in plaintext, unauthenticated:
+// use it to pick a name, never to decide what to trust.
+func (c *Client) Models(ctx context.Context) ([]Model, error) {
+	if _, err := c.Verified(ctx); err != nil {
+		return nil, err
+	}
+	u, err := c.endpoint("/v1/models")
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: get %q: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, readAPIError(resp, false)
+	}
+	var list struct {
+		Data []Model `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxErrorBodySize)).Decode(&list); err != nil {
+		return nil, fmt.Errorf("client: decode model list: %w", err)
+	}
+	return list.Data, nil
+}

@@ -78,6 +78,16 @@ func runChat(ctx context.Context, c *client.Client, o chatOptions, env cli.Env) 
 	} else {
 		fmt.Fprintln(env.Stderr, "verified; sending encrypted request")
 	}
+	if o.model == "" {
+		ms, err := c.Models(ctx)
+		if err != nil {
+			return 1, fmt.Errorf("list models (give --model to skip): %w", err)
+		}
+		if len(ms) == 0 {
+			return 1, errors.New("the appliance lists no model")
+		}
+		o.model = ms[0].ID
+	}
 	msgs := []client.ChatMessage{{Role: "user", Content: o.prompt}}
 	switch {
 	case !o.stream && !o.completion:
