@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -263,10 +264,32 @@ func (c *Client) attest(ctx context.Context) (*Attestation, error) {
 	}, nil
 }
 
+// maxAttestationRetries bounds how often fetchBundle waits out a 429 of the
+// appliance's evidence rate limit.
+const maxAttestationRetries = 5
+
 func (c *Client) fetchBundle(ctx context.Context, u string) (*attest.Bundle, error) {
+	for attempt := 0; ; attempt++ {
+		b, retry, err := c.fetchBundleOnce(ctx, u)
+		if retry <= 0 || attempt >= maxAttestationRetries {
+			return b, err
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &FetchError{URL: u, Err: ctx.Err()}
+		case <-t.C:
+		}
+	}
+}
+
+// fetchBundleOnce fetches the bundle; retry > 0 when the appliance asked to
+// come back later (429, Retry-After).
+func (c *Client) fetchBundleOnce(ctx context.Context, u string) (_ *attest.Bundle, retry time.Duration, _ error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, &FetchError{URL: u, Err: err}
+		return nil, 0, &FetchError{URL: u, Err: err}
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.httpClient().Do(req)
@@ -275,18 +298,24 @@ func (c *Client) fetchBundle(ctx context.Context, u string) (*attest.Bundle, err
 		if errors.As(err, &ue) {
 			err = ue.Err // its message repeats the url
 		}
-		return nil, &FetchError{URL: u, Err: err}
+		return nil, 0, &FetchError{URL: u, Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, &FetchError{URL: u, Err: readAPIError(resp, false)}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			retry = time.Second
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+				retry = min(max(time.Duration(s)*time.Second, 100*time.Millisecond), 10*time.Second)
+			}
+		}
+		return nil, retry, &FetchError{URL: u, Err: readAPIError(resp, false)}
 	}
 	b, err := attest.DecodeBundle(resp.Body)
 	if err != nil {
 		// Unusable evidence from the appliance is rejected evidence.
-		return nil, &VerificationError{Verdict: policy.Appraise(nil, err, c.Policy), Err: err}
+		return nil, 0, &VerificationError{Verdict: policy.Appraise(nil, err, c.Policy), Err: err}
 	}
-	return b, nil
+	return b, 0, nil
 }
 
 // keyConfig rebuilds the binary key configuration of docs/PROTOCOL.md

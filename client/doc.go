@@ -25,7 +25,8 @@
 //
 //   - Evidence is requested with 32 fresh random bytes as nonce and must carry
 //     exactly that nonce (check "statement.nonce"), so a recorded answer
-//     cannot be replayed.
+//     cannot be replayed. A 429 of the appliance's evidence rate limit is
+//     waited out (Retry-After, at most 10 s, 5 times).
 //   - attest.Verifier checks signatures, certificate chains and bindings; the
 //     policy decides on values (simulation, debug, TCB, measurements, source
 //     hash, evidence age). Only a verdict with no failed check is used.
