@@ -32,6 +32,12 @@ struct sk_ctx {
 	// scratch for split attention partials
 	float *scratch;
 	size_t scratch_bytes;
+	int variant;   // SK_VARIANT_*
+	int sm_count;
+	// scratch of the op-level fused GEMM fallback (never captured in a graph)
+	float *tmp;
+	size_t tmp_bytes;
+	int g2_smem;   // dynamic shared memory limit set on k_gemv2
 };
 
 struct sk_matrix {
@@ -93,9 +99,30 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 		if (err && errlen) snprintf(err, errlen, "cuda init: %s", cudaGetErrorString(e));
 		return nullptr;
 	}
+	int variant = SK_VARIANT_DEFAULT;
+	const char *ev = getenv("SPARKINFER_KERNEL_VARIANT");
+	if (ev && *ev) {
+		if (strcmp(ev, "1") == 0) variant = SK_VARIANT_V1;
+		else if (strcmp(ev, "2") == 0) variant = SK_VARIANT_V2;
+		else {
+			if (err && errlen)
+				snprintf(err, errlen, "SPARKINFER_KERNEL_VARIANT=%.32s: unknown kernel variant (want 1 or 2)", ev);
+			cudaStreamDestroy(s);
+			return nullptr;
+		}
+	}
+	int sms = 0;
+	if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) sms = 1;
 	sk_ctx *c = (sk_ctx *)calloc(1, sizeof(sk_ctx));
+	if (!c) {
+		if (err && errlen) snprintf(err, errlen, "out of host memory");
+		cudaStreamDestroy(s);
+		return nullptr;
+	}
 	c->device = device;
 	c->stream = s;
+	c->variant = variant;
+	c->sm_count = sms;
 	return c;
 }
 
@@ -103,11 +130,22 @@ extern "C" void sk_destroy(sk_ctx *ctx) {
 	if (!ctx) return;
 	cudaSetDevice(ctx->device);
 	if (ctx->scratch) cudaFree(ctx->scratch);
+	if (ctx->tmp) cudaFree(ctx->tmp);
 	cudaStreamDestroy(ctx->stream);
 	free(ctx);
 }
 
 extern "C" const char *sk_error(const sk_ctx *ctx) { return ctx ? ctx->err : "null context"; }
+
+extern "C" int sk_set_variant(sk_ctx *ctx, int variant) {
+	if (!ctx) return SK_E_ARG;
+	if (variant != SK_VARIANT_V1 && variant != SK_VARIANT_V2)
+		return fail(ctx, SK_E_ARG, "sk_set_variant: unknown variant %d", variant);
+	ctx->variant = variant;
+	return SK_OK;
+}
+
+extern "C" int sk_get_variant(const sk_ctx *ctx) { return ctx ? ctx->variant : 0; }
 
 extern "C" int sk_sync(sk_ctx *ctx) {
 	ENTER(ctx);
@@ -236,19 +274,55 @@ extern "C" void sk_matrix_free(sk_ctx *ctx, sk_matrix *m) {
 	free(m);
 }
 
+extern "C" int sk_rope_perm(int n_heads, int head_dim, int rope_dim, int neox, int32_t *perm) {
+	if (!perm || n_heads <= 0 || head_dim <= 0 || (head_dim & 1) || rope_dim <= 0 || (rope_dim & 1) ||
+	    rope_dim > head_dim)
+		return SK_E_ARG;
+	const int half = rope_dim / 2;
+	for (int h = 0; h < n_heads; h++) {
+		int32_t *p = perm + (size_t)h * head_dim;
+		for (int k = 0; k < half; k++) {
+			p[2 * k] = h * head_dim + (neox ? k : 2 * k);
+			p[2 * k + 1] = h * head_dim + (neox ? k + half : 2 * k + 1);
+		}
+		for (int s = rope_dim; s < head_dim; s++) p[s] = h * head_dim + s;
+	}
+	return SK_OK;
+}
+
 extern "C" int sk_matrix_upload(sk_ctx *ctx, int type, const void *data, int rows, int cols, sk_matrix **out) {
+	return sk_matrix_upload_perm(ctx, type, data, rows, cols, nullptr, out);
+}
+
+extern "C" int sk_matrix_upload_perm(sk_ctx *ctx, int type, const void *data, int rows, int cols,
+                                     const int32_t *perm, sk_matrix **out) {
 	ENTER(ctx);
 	if (!data || !out || rows <= 0 || cols <= 0)
 		return fail(ctx, SK_E_ARG, "sk_matrix_upload: bad arguments (rows %d, cols %d)", rows, cols);
 	int be = block_elems(type);
 	if (be == 0) return fail(ctx, SK_E_UNSUPPORTED, "sk_matrix_upload: unsupported type %d", type);
 	if (cols % be != 0) return fail(ctx, SK_E_ARG, "sk_matrix_upload: cols %d not a multiple of %d", cols, be);
+	size_t rb = ggml_row_bytes(type, cols);
+	const uint8_t *src0 = (const uint8_t *)data;
+	std::vector<uint8_t> permuted;
+	if (perm) {
+		std::vector<char> seen((size_t)rows, 0);
+		for (int r = 0; r < rows; r++) {
+			if (perm[r] < 0 || perm[r] >= rows || seen[perm[r]])
+				return fail(ctx, SK_E_ARG, "sk_matrix_upload: row order is not a permutation (entry %d = %d)", r,
+				            perm[r]);
+			seen[perm[r]] = 1;
+		}
+		permuted.resize(rb * rows);
+		for (int r = 0; r < rows; r++) memcpy(&permuted[rb * r], src0 + rb * perm[r], rb);
+		src0 = permuted.data();
+	}
 	sk_matrix *m = (sk_matrix *)calloc(1, sizeof(sk_matrix));
+	if (!m) return fail(ctx, SK_E_NOMEM, "sk_matrix_upload: out of host memory");
 	m->type = type;
 	m->rows = rows;
 	m->cols = cols;
-	const uint8_t *src = (const uint8_t *)data;
-	size_t rb = ggml_row_bytes(type, cols);
+	const uint8_t *src = src0;
 	cudaError_t e = cudaSuccess;
 	if (type == SK_Q8_0) {
 		size_t nb = (size_t)cols / 32;
@@ -545,15 +619,39 @@ static int launch_gemv_b(sk_ctx *ctx, const sk_matrix *W, const float *x, float 
 	return SK_OK;
 }
 
+// variant 2 (defined below)
+static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *x, const float *normw,
+                        float eps, const sk_epilogue *epi, int t0);
+static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *X, int n,
+                      const sk_epilogue *epi, float *tmp);
+
+static sk_epilogue plain_epi(float *y, int ldy, int accumulate) {
+	sk_epilogue e;
+	memset(&e, 0, sizeof e);
+	e.mode = accumulate ? SK_EPI_ACC : SK_EPI_STORE;
+	e.y = y;
+	e.ldy = ldy;
+	return e;
+}
+
 extern "C" int sk_gemv(sk_ctx *ctx, const sk_matrix *W, const float *d_x, float *d_y, int accumulate) {
 	ENTER(ctx);
 	if (!W || !d_x || !d_y) return fail(ctx, SK_E_ARG, "sk_gemv: null argument");
+	if (ctx->variant == SK_VARIANT_V2) {
+		sk_epilogue e = plain_epi(d_y, W->rows, accumulate);
+		return gemv2_launch(ctx, 1, &W, d_x, nullptr, 0.f, &e, 0);
+	}
 	return launch_gemv_b<1>(ctx, W, d_x, d_y, accumulate);
 }
 
 extern "C" int sk_gemm(sk_ctx *ctx, const sk_matrix *W, const float *d_X, float *d_Y, int n, int accumulate) {
 	ENTER(ctx);
 	if (!W || !d_X || !d_Y || n < 0) return fail(ctx, SK_E_ARG, "sk_gemm: bad argument");
+	if (ctx->variant == SK_VARIANT_V2 && n > 0) {
+		sk_epilogue e = plain_epi(d_Y, W->rows, accumulate);
+		if (n == 1) return gemv2_launch(ctx, 1, &W, d_X, nullptr, 0.f, &e, 0);
+		return gemm_fused(ctx, 1, &W, d_X, n, &e, nullptr);
+	}
 	int t = 0, rc = SK_OK;
 	const size_t xs = W->cols, ys = W->rows;
 	while (rc == SK_OK && t < n) {
@@ -869,13 +967,1165 @@ extern "C" int sk_attention_decode(sk_ctx *ctx, const float *d_q, const uint16_t
 	ENTER(ctx);
 	if (!d_q || !d_k || !d_v || !d_out || !d_pos || n_head <= 0 || head_dim <= 0 || max_ctx <= 0)
 		return fail(ctx, SK_E_ARG, "sk_attention_decode: bad argument");
+	if (ctx->variant == SK_VARIANT_V2)
+		return sk_attention(ctx, d_q, d_k, d_v, d_out, 1, n_head, n_kv_head, head_dim, max_ctx, d_pos);
 	return attention(ctx, d_q, (const __half *)d_k, (const __half *)d_v, d_out, 1, n_head, n_kv_head, head_dim,
 	                 max_ctx, d_pos);
 }
 
+// ================================================================ variant 2
+//
+// Fused decode GEMV (prologue: RMSNorm + int8 activation quantization into
+// shared memory; body: two rows per warp with dp4a; epilogue: store,
+// accumulate, SwiGLU or RoPE + KV-cache store), a tensor-core GEMM for
+// prefill with the same epilogues, length-sized GQA decode attention and a
+// tiled causal prefill attention. The Go references in engine/cuda's tests
+// are the specification of each.
+
+static bool is_quant(int t) { return t == SK_Q8_0 || t == SK_Q4_K || t == SK_Q6_K; }
+
+// Epilogue parameters on the device.
+struct EpiDev {
+	int mode;
+	float *y;
+	int ldy, roff;
+	float *q_out;
+	__half *kc, *vc;
+	int n_head, n_kv, hd, rd, max_ctx, neox;
+	float base, fscale;
+	const float *freq;
+	const int32_t *pos0;
+};
+
+static EpiDev epidev(const sk_epilogue *e) {
+	EpiDev d;
+	d.mode = e->mode;
+	d.y = e->y;
+	d.ldy = e->ldy;
+	d.roff = e->roff;
+	d.q_out = e->q_out;
+	d.kc = (__half *)e->k_cache;
+	d.vc = (__half *)e->v_cache;
+	d.n_head = e->n_head;
+	d.n_kv = e->n_kv_head;
+	d.hd = e->head_dim;
+	d.rd = e->rope_dim;
+	d.max_ctx = e->max_ctx;
+	d.neox = e->neox;
+	d.base = e->freq_base;
+	d.fscale = e->freq_scale;
+	d.freq = e->freq;
+	d.pos0 = e->pos0;
+	return d;
+}
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
+// The rotation angle of pair i at position p (as k_rope).
+__device__ __forceinline__ void rope_cs(const EpiDev &e, int p, int i, double &sn, double &cs) {
+	double theta = (double)p * (double)e.fscale * pow((double)e.base, -2.0 * (double)i / (double)e.rd);
+	if (e.freq) theta /= (double)e.freq[i];
+	sincos(theta, &sn, &cs);
+}
+
+// Write the results v0, v1 of rows r, r+1 (r even, in launch rows) for token
+// t. has1 is false when row r+1 does not exist (odd row counts, STORE/ACC).
+__device__ __forceinline__ void epi_pair(const EpiDev &e, int t, int r, float v0, float v1, bool has1) {
+	if (e.mode == SK_EPI_STORE || e.mode == SK_EPI_ACC) {
+		float *o = e.y + (size_t)t * e.ldy + e.roff + r;
+		if (e.mode == SK_EPI_ACC) {
+			o[0] += v0;
+			if (has1) o[1] += v1;
+		} else {
+			o[0] = v0;
+			if (has1) o[1] = v1;
+		}
+		return;
+	}
+	if (e.mode == SK_EPI_SWIGLU) {
+		e.y[(size_t)t * e.ldy + (r >> 1)] = silu_mul(v0, v1);
+		return;
+	}
+	// QKV
+	const int R = e.roff + r;
+	const int qd = e.n_head * e.hd, kd = e.n_kv * e.hd;
+	const int p = *e.pos0 + t;
+	int rr, h, s;
+	int region;
+	if (R < qd) {
+		region = 0;
+		rr = R;
+	} else if (R < qd + kd) {
+		region = 1;
+		rr = R - qd;
+	} else {
+		region = 2;
+		rr = R - qd - kd;
+	}
+	h = rr / e.hd;
+	s = rr - h * e.hd;
+	int a = s, b = s + 1;
+	if (region < 2 && s < e.rd) {
+		const int k = s >> 1, half = e.rd >> 1;
+		a = e.neox ? k : 2 * k;
+		b = e.neox ? k + half : 2 * k + 1;
+		double sn, cs;
+		rope_cs(e, p, k, sn, cs);
+		const float x0 = v0, x1 = v1;
+		v0 = (float)(x0 * cs - x1 * sn);
+		v1 = (float)(x0 * sn + x1 * cs);
+	}
+	if (region == 0) {
+		float *q = e.q_out + (size_t)t * qd + (size_t)h * e.hd;
+		q[a] = v0;
+		q[b] = v1;
+		return;
+	}
+	if (p < 0 || p >= e.max_ctx) return;
+	__half *c = (region == 1 ? e.kc : e.vc) + ((size_t)h * e.max_ctx + p) * e.hd;
+	c[a] = __float2half(v0);
+	c[b] = __float2half(v1);
+}
+
+// ---------------------------------------------------------------- fused GEMV
+
+#define G2_WARPS 8
+#define G2_MAXMAT 3
+
+struct Mats {
+	MatDev m[G2_MAXMAT];
+	int type[G2_MAXMAT];
+	int end[G2_MAXMAT];  // cumulative rows
+	int nmat;
+	int swiglu;          // pairs are (row i of m[0], row i of m[1])
+};
+
+// Shared memory of the prologue: int8 activations + float scales (for
+// quantized matrices) and/or float activations (for float matrices).
+struct Xs {
+	const int8_t *q;
+	const float *d;
+	const float *f;
+};
+
+__device__ __forceinline__ int ld_s32(const int8_t *p) { return *(const int *)p; }
+
+// Q8_0: lane covers 16 bytes per step of 512 elements.
+__device__ __forceinline__ float dot_q8_0(const MatDev &m, int r, const Xs &x, int lane) {
+	const int cols = m.cols;
+	const int8_t *w = (const int8_t *)m.q + (size_t)r * cols;
+	const __half *ds = m.d + (size_t)r * (cols / 32);
+	float sum = 0.f;
+#pragma unroll 4
+	for (int c = lane * 16; c < cols; c += 512) {
+		const int4 wv = __ldg((const int4 *)(w + c));
+		const int4 xv = *(const int4 *)(x.q + c);
+		int acc = __dp4a(wv.x, xv.x, 0);
+		acc = __dp4a(wv.y, xv.y, acc);
+		acc = __dp4a(wv.z, xv.z, acc);
+		acc = __dp4a(wv.w, xv.w, acc);
+		sum += __half2float(ds[c >> 5]) * x.d[c >> 5] * (float)acc;
+	}
+	return sum;
+}
+
+// Q4_K: 8 lanes per super-block; lane covers 16 bytes of qs (16 low and 16
+// high nibbles: elements g*64 + h*16 + [0,16) and +32).
+__device__ __forceinline__ float dot_q4_k(const MatDev &m, int r, const Xs &x, int lane) {
+	const int nsb = m.cols / 256;
+	const uint8_t *row = (const uint8_t *)m.q + (size_t)r * m.row_bytes;
+	const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1;
+	float sum = 0.f;
+#pragma unroll 2
+	for (int sb = lane >> 3; sb < nsb; sb += 4) {
+		const uint8_t *blk = row + (size_t)sb * 144;
+		const uint4 qv = __ldg((const uint4 *)(blk + 16 + g * 32 + h * 16));
+		const __half2 dm = *(const __half2 *)blk;
+		int sc1, m1, sc2, m2;
+		scale_min_k4(2 * g, blk + 4, sc1, m1);
+		scale_min_k4(2 * g + 1, blk + 4, sc2, m2);
+		const int c_lo = sb * 256 + g * 64 + h * 16;
+		const int4 xl = *(const int4 *)(x.q + c_lo);
+		const int4 xh = *(const int4 *)(x.q + c_lo + 32);
+		const int q0 = (int)qv.x, q1 = (int)qv.y, q2 = (int)qv.z, q3 = (int)qv.w;
+		int dl = __dp4a(q0 & 0x0F0F0F0F, xl.x, 0);
+		dl = __dp4a(q1 & 0x0F0F0F0F, xl.y, dl);
+		dl = __dp4a(q2 & 0x0F0F0F0F, xl.z, dl);
+		dl = __dp4a(q3 & 0x0F0F0F0F, xl.w, dl);
+		int dh = __dp4a((q0 >> 4) & 0x0F0F0F0F, xh.x, 0);
+		dh = __dp4a((q1 >> 4) & 0x0F0F0F0F, xh.y, dh);
+		dh = __dp4a((q2 >> 4) & 0x0F0F0F0F, xh.z, dh);
+		dh = __dp4a((q3 >> 4) & 0x0F0F0F0F, xh.w, dh);
+		int sl = __dp4a(0x01010101, xl.x, 0);
+		sl = __dp4a(0x01010101, xl.y, sl);
+		sl = __dp4a(0x01010101, xl.z, sl);
+		sl = __dp4a(0x01010101, xl.w, sl);
+		int sh = __dp4a(0x01010101, xh.x, 0);
+		sh = __dp4a(0x01010101, xh.y, sh);
+		sh = __dp4a(0x01010101, xh.z, sh);
+		sh = __dp4a(0x01010101, xh.w, sh);
+		const float d = __low2float(dm), dmin = __high2float(dm);
+		const float xdl = x.d[c_lo >> 5], xdh = x.d[(c_lo + 32) >> 5];
+		sum += xdl * (d * sc1 * (float)dl - dmin * m1 * (float)sl) + xdh * (d * sc2 * (float)dh - dmin * m2 * (float)sh);
+	}
+	return sum;
+}
+
+// Q6_K: 8 lanes per super-block; lane (n, p) covers l in [8p, 8p+8) of the
+// four quarters of half n: elements n*128 + quarter*32 + 8p + [0,8).
+__device__ __forceinline__ float dot_q6_k(const MatDev &m, int r, const Xs &x, int lane) {
+	const int nsb = m.cols / 256;
+	const uint8_t *row = (const uint8_t *)m.q + (size_t)r * m.row_bytes;
+	const __half *ds = m.d + (size_t)r * nsb;
+	const int l8 = lane & 7, n = l8 >> 2, p = l8 & 3, l0 = p * 8, is = p >> 1;
+	float sum = 0.f;
+#pragma unroll 2
+	for (int sb = lane >> 3; sb < nsb; sb += 4) {
+		const uint8_t *blk = row + (size_t)sb * 208;
+		const uint2 qa = __ldg((const uint2 *)(blk + n * 64 + l0));
+		const uint2 qc = __ldg((const uint2 *)(blk + n * 64 + 32 + l0));
+		const uint2 qh = __ldg((const uint2 *)(blk + 128 + n * 32 + l0));
+		const int8_t *sc = (const int8_t *)(blk + 192) + n * 8;
+		const float d = __half2float(ds[sb]);
+		const int c0 = sb * 256 + n * 128 + l0;
+		float part = 0.f;
+#pragma unroll
+		for (int quarter = 0; quarter < 4; quarter++) {
+			const uint32_t lo0 = (quarter & 1) ? qc.x : qa.x, lo1 = (quarter & 1) ? qc.y : qa.y;
+			const int shl = (quarter >= 2) ? 4 : 0, shh = 2 * quarter;
+			const int w0 = (int)(((lo0 >> shl) & 0x0F0F0F0Fu) | (((qh.x >> shh) & 0x03030303u) << 4));
+			const int w1 = (int)(((lo1 >> shl) & 0x0F0F0F0Fu) | (((qh.y >> shh) & 0x03030303u) << 4));
+			const int2 xv = *(const int2 *)(x.q + c0 + quarter * 32);
+			int dq = __dp4a(w0, xv.x, 0);
+			dq = __dp4a(w1, xv.y, dq);
+			int sx = __dp4a(0x01010101, xv.x, 0);
+			sx = __dp4a(0x01010101, xv.y, sx);
+			part += (float)sc[is + 2 * quarter] * x.d[(c0 + quarter * 32) >> 5] * (float)(dq - 32 * sx);
+		}
+		sum += d * part;
+	}
+	return sum;
+}
+
+template <int T>
+__device__ __forceinline__ float dot_float(const MatDev &m, int r, const Xs &x, int lane) {
+	const int cols = m.cols;
+	float sum = 0.f;
+	if (T == SK_F32) {
+		const float *w = (const float *)m.q + (size_t)r * cols;
+		if ((cols & 3) == 0) {
+#pragma unroll 4
+			for (int c = lane * 4; c < cols; c += 128) {
+				const float4 wv = __ldg((const float4 *)(w + c));
+				const float4 xv = *(const float4 *)(x.f + c);
+				sum += wv.x * xv.x + wv.y * xv.y + wv.z * xv.z + wv.w * xv.w;
+			}
+		} else {
+			for (int c = lane; c < cols; c += 32) sum += w[c] * x.f[c];
+		}
+	} else {
+		const uint16_t *w = (const uint16_t *)m.q + (size_t)r * cols;
+		if ((cols & 7) == 0) {
+#pragma unroll 4
+			for (int c = lane * 8; c < cols; c += 256) {
+				const uint4 wv = __ldg((const uint4 *)(w + c));
+				const uint16_t *wh = (const uint16_t *)&wv;
+				const float4 x0 = *(const float4 *)(x.f + c), x1 = *(const float4 *)(x.f + c + 4);
+				float wf[8];
+#pragma unroll
+				for (int i = 0; i < 8; i++) wf[i] = T == SK_F16 ? f16_to_f(wh[i]) : bf16_to_f(wh[i]);
+				sum += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x + wf[5] * x1.y +
+				       wf[6] * x1.z + wf[7] * x1.w;
+			}
+		} else {
+			for (int c = lane; c < cols; c += 32) sum += (T == SK_F16 ? f16_to_f(w[c]) : bf16_to_f(w[c])) * x.f[c];
+		}
+	}
+	return sum;
+}
+
+__device__ __forceinline__ float dot_row(int type, const MatDev &m, int r, const Xs &x, int lane) {
+	switch (type) {
+	case SK_Q8_0: return dot_q8_0(m, r, x, lane);
+	case SK_Q4_K: return dot_q4_k(m, r, x, lane);
+	case SK_Q6_K: return dot_q6_k(m, r, x, lane);
+	case SK_F32: return dot_float<SK_F32>(m, r, x, lane);
+	case SK_F16: return dot_float<SK_F16>(m, r, x, lane);
+	case SK_BF16: return dot_float<SK_BF16>(m, r, x, lane);
+	}
+	return 0.f;
+}
+
+// Dot of launch row R (concatenated) with x. Constant indices only: a
+// run-time index into the parameter struct would copy it to local memory.
+__device__ __forceinline__ float dot_cat(const Mats &ms, int R, const Xs &x, int lane) {
+	if (ms.nmat == 1 || R < ms.end[0]) return dot_row(ms.type[0], ms.m[0], R, x, lane);
+	if (ms.nmat == 2 || R < ms.end[1]) return dot_row(ms.type[1], ms.m[1], R - ms.end[0], x, lane);
+	return dot_row(ms.type[2], ms.m[2], R - ms.end[1], x, lane);
+}
+
+// grid-stride over row pairs; block G2_WARPS warps; dynamic shared memory:
+// [int8 q: cols][float d: cols/32][float f: cols] as needed (16-byte aligned).
+__global__ void __launch_bounds__(G2_WARPS * 32) k_gemv2(Mats ms, const float *__restrict__ x,
+                                                         const float *__restrict__ normw, float eps, int need_q,
+                                                         int need_f, int t0, EpiDev e) {
+	extern __shared__ __align__(16) unsigned char g2_smem[];
+	const int cols = ms.m[0].cols;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int qbytes = need_q ? ((cols + 15) & ~15) : 0;
+	const int dbytes = need_q ? (((cols / 32) * 4 + 15) & ~15) : 0;
+	int8_t *xq = (int8_t *)g2_smem;
+	float *xd = (float *)(g2_smem + qbytes);
+	float *xf = (float *)(g2_smem + qbytes + dbytes);
+	__shared__ float red[G2_WARPS];
+
+	// prologue: the norm scale, then the activation in shared memory
+	float scale = 1.f;
+	if (normw) {
+		float ss = 0.f;
+		for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += x[i] * x[i];
+		ss = warp_sum(ss);
+		if (lane == 0) red[warp] = ss;
+		__syncthreads();
+		float tot = 0.f;
+#pragma unroll
+		for (int w = 0; w < G2_WARPS; w++) tot += red[w];
+		scale = rsqrtf(tot / cols + eps);
+	}
+	if (need_f) {
+		for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? x[i] * scale * normw[i] : x[i];
+	}
+	if (need_q) {
+		// a warp quantizes 32-element groups, one element per lane
+		for (int g = warp; g < cols / 32; g += G2_WARPS) {
+			const int i = g * 32 + lane;
+			const float v = normw ? x[i] * scale * normw[i] : x[i];
+			const float amax = warp_max(fabsf(v));
+			const float d = amax / 127.f;
+			const float id = d > 0.f ? 1.f / d : 0.f;
+			xq[i] = (int8_t)__float2int_rn(v * id);
+			if (lane == 0) xd[g] = d;
+		}
+	}
+	__syncthreads();
+	const Xs xs{xq, xd, xf};
+
+	const int total = ms.end[ms.nmat - 1];
+	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
+	for (int p = blockIdx.x * G2_WARPS + warp; p < npairs; p += gridDim.x * G2_WARPS) {
+		float s0, s1 = 0.f;
+		bool has1;
+		if (ms.swiglu) {
+			s0 = dot_row(ms.type[0], ms.m[0], p, xs, lane);
+			s1 = dot_row(ms.type[1], ms.m[1], p, xs, lane);
+			has1 = true;
+		} else {
+			const int R = 2 * p;
+			s0 = dot_cat(ms, R, xs, lane);
+			has1 = R + 1 < total;
+			if (has1) s1 = dot_cat(ms, R + 1, xs, lane);
+		}
+		s0 = warp_sum(s0);
+		s1 = warp_sum(s1);
+		if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, has1);
+	}
+}
+
+static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int rows0) {
+	if (!e) return fail(ctx, SK_E_ARG, "fused op: null epilogue");
+	switch (e->mode) {
+	case SK_EPI_STORE:
+	case SK_EPI_ACC:
+		if (!e->y || e->ldy < rows + e->roff || e->roff < 0) return fail(ctx, SK_E_ARG, "fused op: bad y/ldy/roff");
+		return SK_OK;
+	case SK_EPI_SWIGLU:
+		if (nmat != 2 || !e->y || e->ldy < rows0) return fail(ctx, SK_E_ARG, "fused op: swiglu needs 2 matrices and y");
+		return SK_OK;
+	case SK_EPI_QKV: {
+		if (!e->q_out || !e->k_cache || !e->v_cache || !e->pos0 || e->n_head <= 0 || e->n_kv_head <= 0 ||
+		    e->head_dim <= 0 || (e->head_dim & 1) || e->rope_dim <= 0 || (e->rope_dim & 1) ||
+		    e->rope_dim > e->head_dim || e->max_ctx <= 0 || (e->roff & 1) || e->roff < 0)
+			return fail(ctx, SK_E_ARG, "fused op: bad qkv epilogue");
+		const int all = (e->n_head + 2 * e->n_kv_head) * e->head_dim;
+		if (e->roff + rows > all) return fail(ctx, SK_E_ARG, "fused op: qkv rows %d + %d exceed %d", e->roff, rows, all);
+		return SK_OK;
+	}
+	}
+	return fail(ctx, SK_E_ARG, "fused op: unknown epilogue mode %d", e->mode);
+}
+
+// Launch the fused GEMV for token t0 of the epilogue (x points at that token).
+static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *x, const float *normw,
+                        float eps, const sk_epilogue *epi, int t0) {
+	if (nmat < 1 || nmat > G2_MAXMAT || !W || !x) return fail(ctx, SK_E_ARG, "sk_gemv_fused: bad arguments");
+	Mats ms;
+	memset(&ms, 0, sizeof ms);
+	ms.nmat = nmat;
+	int need_q = 0, need_f = 0, total = 0;
+	for (int i = 0; i < nmat; i++) {
+		if (!W[i]) return fail(ctx, SK_E_ARG, "sk_gemv_fused: null matrix %d", i);
+		if (W[i]->cols != W[0]->cols) return fail(ctx, SK_E_ARG, "sk_gemv_fused: matrices differ in cols");
+		if (epi && epi->mode != SK_EPI_SWIGLU && i + 1 < nmat && (W[i]->rows & 1))
+			return fail(ctx, SK_E_ARG, "sk_gemv_fused: a matrix before the last has odd rows");
+		ms.m[i] = matdev(W[i]);
+		ms.type[i] = W[i]->type;
+		total += W[i]->rows;
+		ms.end[i] = total;
+		if (is_quant(W[i]->type)) need_q = 1;
+		else need_f = 1;
+	}
+	if (epi && epi->mode == SK_EPI_SWIGLU && (nmat != 2 || W[0]->rows != W[1]->rows))
+		return fail(ctx, SK_E_ARG, "sk_gemv_fused: swiglu needs two matrices of equal rows");
+	ms.swiglu = epi && epi->mode == SK_EPI_SWIGLU;
+	int rc = check_epi(ctx, epi, ms.swiglu ? W[0]->rows : total, nmat, W[0]->rows);
+	if (rc != SK_OK) return rc;
+	const int cols = W[0]->cols;
+	size_t smem = 0;
+	if (need_q) smem += (((size_t)cols + 15) & ~(size_t)15) + ((((size_t)cols / 32) * 4 + 15) & ~(size_t)15);
+	if (need_f) smem += (size_t)cols * 4;
+	if (smem > 48 * 1024 && (int)smem > ctx->g2_smem) {
+		if (smem > 200 * 1024) return fail(ctx, SK_E_UNSUPPORTED, "sk_gemv_fused: %d cols too long", cols);
+		CK(ctx, cudaFuncSetAttribute(k_gemv2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+		ctx->g2_smem = (int)smem;
+	}
+	const int npairs = ms.swiglu ? W[0]->rows : (total + 1) / 2;
+	const int tiles = (npairs + G2_WARPS - 1) / G2_WARPS;
+	const int maxgrid = ctx->sm_count * 4;
+	const int per = (tiles + maxgrid - 1) / maxgrid;
+	const int grid = (tiles + per - 1) / per;
+	k_gemv2<<<grid, G2_WARPS * 32, smem, ctx->stream>>>(ms, x, normw, eps, need_q, need_f, t0, epidev(epi));
+	CKLAUNCH(ctx);
+	return SK_OK;
+}
+
+extern "C" int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_x,
+                             const float *d_norm_w, float eps, const sk_epilogue *epi) {
+	ENTER(ctx);
+	return gemv2_launch(ctx, nmat, W, d_x, d_norm_w, eps, epi, 0);
+}
+
+// ---------------------------------------------------------------- tensor-core GEMM (prefill)
+//
+// Y = epilogue(X W^T): M = tokens (A = X, f32 -> f16), N = weight rows
+// (B = W dequantized to f16), K = cols. Block tile 64 tokens x 128 rows x 32,
+// 8 warps of 32 x 32, mma.sync.m16n8k16 f16 -> f32. The next k-tile is
+// loaded into registers while the current one is multiplied; two shared
+// buffers, one barrier per k-tile. The thread holding (t, r) also holds
+// (t, r+1): the pair epilogues run on accumulator registers.
+
+#define MM_BM 64
+#define MM_BN 128
+#define MM_BK 32
+#define MM_LD (MM_BK + 8)  // halves per shared row (16-byte pad: conflict-free ldmatrix)
+
+struct BRaw {
+	uint4 v[4];
+	float s0, s1;
+};
+
+// Load 16 elements [k, k+16) of row r of m (raw, dequantized later).
+template <int T>
+__device__ __forceinline__ void b_load(const MatDev &m, int r, int k, BRaw &b) {
+	if (T == SK_F32) {
+		const float4 *p = (const float4 *)((const float *)m.q + (size_t)r * m.cols + k);
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			float4 f = __ldg(p + i);
+			b.v[i] = make_uint4(__float_as_uint(f.x), __float_as_uint(f.y), __float_as_uint(f.z), __float_as_uint(f.w));
+		}
+	} else if (T == SK_F16 || T == SK_BF16) {
+		const uint4 *p = (const uint4 *)((const uint16_t *)m.q + (size_t)r * m.cols + k);
+		b.v[0] = __ldg(p);
+		b.v[1] = __ldg(p + 1);
+	} else if (T == SK_Q8_0) {
+		b.v[0] = __ldg((const uint4 *)((const int8_t *)m.q + (size_t)r * m.cols + k));
+		b.s0 = __half2float(m.d[(size_t)r * (m.cols / 32) + k / 32]);
+	} else if (T == SK_Q4_K) {
+		const uint8_t *blk = (const uint8_t *)m.q + (size_t)r * m.row_bytes + (size_t)(k / 256) * 144;
+		const int i0 = k % 256, j = i0 / 32, g = j / 2, l0 = i0 % 32;
+		b.v[0] = __ldg((const uint4 *)(blk + 16 + g * 32 + l0));
+		int sc, mn;
+		scale_min_k4(j, blk + 4, sc, mn);
+		const __half2 dm = *(const __half2 *)blk;
+		b.s0 = __low2float(dm) * sc;
+		b.s1 = __high2float(dm) * mn;
+	} else if (T == SK_Q6_K) {
+		const int nb = m.cols / 256, sb = k / 256, i0 = k % 256;
+		const uint8_t *blk = (const uint8_t *)m.q + ((size_t)r * nb + sb) * 208;
+		const int n = i0 / 128, j = i0 % 128, quarter = j / 32, l0 = j % 32;
+		b.v[0] = __ldg((const uint4 *)(blk + n * 64 + (quarter & 1) * 32 + l0));
+		b.v[1] = __ldg((const uint4 *)(blk + 128 + n * 32 + l0));
+		const int8_t *sc = (const int8_t *)(blk + 192);
+		b.s0 = __half2float(m.d[(size_t)r * nb + sb]) * sc[n * 8 + l0 / 16 + 2 * quarter];
+	}
+}
+
+__device__ __forceinline__ uint32_t pack_h2(float a, float b) {
+	__half2 h = __floats2half2_rn(a, b);
+	return *(uint32_t *)&h;
+}
+
+// Dequantize the raw 16 elements (starting at k) into 8 packed half2.
+template <int T>
+__device__ __forceinline__ void b_deq(const BRaw &b, int k, uint32_t out[8]) {
+	if (T == SK_F32) {
+		const float *f = (const float *)b.v;
+#pragma unroll
+		for (int i = 0; i < 8; i++) out[i] = pack_h2(f[2 * i], f[2 * i + 1]);
+	} else if (T == SK_F16) {
+		const uint32_t *w = (const uint32_t *)b.v;
+#pragma unroll
+		for (int i = 0; i < 8; i++) out[i] = w[i];
+	} else if (T == SK_BF16) {
+		const uint16_t *h = (const uint16_t *)b.v;
+#pragma unroll
+		for (int i = 0; i < 8; i++) out[i] = pack_h2(bf16_to_f(h[2 * i]), bf16_to_f(h[2 * i + 1]));
+	} else if (T == SK_Q8_0) {
+		const int8_t *q = (const int8_t *)b.v;
+#pragma unroll
+		for (int i = 0; i < 8; i++) out[i] = pack_h2(b.s0 * (float)q[2 * i], b.s0 * (float)q[2 * i + 1]);
+	} else if (T == SK_Q4_K) {
+		const uint8_t *q = (const uint8_t *)b.v;
+		const int hi = ((k % 256) / 32) & 1;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			const int a = hi ? (q[2 * i] >> 4) : (q[2 * i] & 15), c = hi ? (q[2 * i + 1] >> 4) : (q[2 * i + 1] & 15);
+			out[i] = pack_h2(b.s0 * (float)a - b.s1, b.s0 * (float)c - b.s1);
+		}
+	} else if (T == SK_Q6_K) {
+		const uint8_t *ql = (const uint8_t *)&b.v[0], *qh = (const uint8_t *)&b.v[1];
+		const int quarter = ((k % 256) % 128) / 32;
+		const int shl = quarter >= 2 ? 4 : 0, shh = 2 * quarter;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			const int a = (((ql[2 * i] >> shl) & 15) | (((qh[2 * i] >> shh) & 3) << 4)) - 32;
+			const int c = (((ql[2 * i + 1] >> shl) & 15) | (((qh[2 * i + 1] >> shh) & 3) << 4)) - 32;
+			out[i] = pack_h2(b.s0 * (float)a, b.s0 * (float)c);
+		}
+	}
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+	asm volatile(
+	    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+	    "{%0,%1,%2,%3};\n"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// grid (ceil(nrows/128), ceil(n/64)); nrows = rows of m0, or 2*rows when
+// interleave (tile row j: row j/2 of m0 when j is even, of m1 when odd).
+template <int T>
+__global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int interleave, const float *__restrict__ X,
+                                                  int n, int nrows, EpiDev e) {
+	__shared__ __align__(16) __half As[2][MM_BM][MM_LD];
+	__shared__ __align__(16) __half Bs[2][MM_BN][MM_LD];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int wm = warp >> 2, wn = warp & 3;
+	const int n0 = blockIdx.x * MM_BN, m0t = blockIdx.y * MM_BM;
+	const int K = m0.cols, nk = K / MM_BK;
+
+	// A loader: row ia (token), 8 floats from ka
+	const int ia = tid >> 2, ka = (tid & 3) * 8;
+	const bool a_ok = m0t + ia < n;
+	const float *xa = X + (size_t)(m0t + ia) * K + ka;
+	// B loader: tile row jb, 16 elements from kb
+	const int jb = tid >> 1, kb = (tid & 1) * 16;
+	const int gr = n0 + jb;
+	const bool b_ok = gr < nrows;
+	const MatDev &bm = (interleave && (gr & 1)) ? m1 : m0;
+	const int brow = interleave ? (gr >> 1) : gr;
+
+	float4 ar0 = make_float4(0.f, 0.f, 0.f, 0.f), ar1 = ar0;
+	BRaw br;
+	memset(&br, 0, sizeof br);
+
+	auto load = [&](int kt) {
+		const int k0 = kt * MM_BK;
+		if (a_ok) {
+			ar0 = __ldg((const float4 *)(xa + k0));
+			ar1 = __ldg((const float4 *)(xa + k0 + 4));
+		}
+		if (b_ok) b_load<T>(bm, brow, k0 + kb, br);
+	};
+	auto store = [&](int buf, int kt) {
+		uint4 av;
+		av.x = pack_h2(ar0.x, ar0.y);
+		av.y = pack_h2(ar0.z, ar0.w);
+		av.z = pack_h2(ar1.x, ar1.y);
+		av.w = pack_h2(ar1.z, ar1.w);
+		*(uint4 *)&As[buf][ia][ka] = av;
+		uint32_t h[8];
+		if (b_ok) {
+			b_deq<T>(br, kt * MM_BK + kb, h);
+		} else {
+#pragma unroll
+			for (int i = 0; i < 8; i++) h[i] = 0;
+		}
+		*(uint4 *)&Bs[buf][jb][kb] = make_uint4(h[0], h[1], h[2], h[3]);
+		*(uint4 *)&Bs[buf][jb][kb + 8] = make_uint4(h[4], h[5], h[6], h[7]);
+	};
+
+	float acc[2][4][4];
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int c = 0; c < 4; c++) acc[i][j][c] = 0.f;
+
+	load(0);
+	store(0, 0);
+	__syncthreads();
+	for (int kt = 0; kt < nk; kt++) {
+		const int buf = kt & 1;
+		if (kt + 1 < nk) load(kt + 1);
+#pragma unroll
+		for (int kk = 0; kk < MM_BK; kk += 16) {
+			uint32_t a[2][4], b[4][2];
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++) {
+				const __half *p = &As[buf][wm * 32 + mi * 16 + (lane & 15)][kk + (lane >> 4) * 8];
+				ldsm_x4((uint32_t)__cvta_generic_to_shared(p), a[mi][0], a[mi][1], a[mi][2], a[mi][3]);
+			}
+#pragma unroll
+			for (int nj = 0; nj < 2; nj++) {
+				const __half *p = &Bs[buf][wn * 32 + nj * 16 + (lane & 7) + (lane >> 4) * 8][kk + ((lane >> 3) & 1) * 8];
+				ldsm_x4((uint32_t)__cvta_generic_to_shared(p), b[2 * nj][0], b[2 * nj][1], b[2 * nj + 1][0],
+				        b[2 * nj + 1][1]);
+			}
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+				for (int ni = 0; ni < 4; ni++) mma_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+		}
+		if (kt + 1 < nk) store(buf ^ 1, kt + 1);
+		__syncthreads();
+	}
+
+	// epilogue: c0,c1 at (token g, rows 2t4, 2t4+1); c2,c3 at token g+8
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+		for (int ni = 0; ni < 4; ni++) {
+			const int r = n0 + wn * 32 + ni * 8 + 2 * (lane & 3);
+			if (r >= nrows) continue;
+			const int t = m0t + wm * 32 + mi * 16 + (lane >> 2);
+			if (t < n) epi_pair(e, t, r, acc[mi][ni][0], acc[mi][ni][1], r + 1 < nrows);
+			if (t + 8 < n) epi_pair(e, t + 8, r, acc[mi][ni][2], acc[mi][ni][3], r + 1 < nrows);
+		}
+	}
+}
+
+static int gemm_mma_launch(sk_ctx *ctx, const sk_matrix *A, const sk_matrix *B, const float *X, int n,
+                           const EpiDev &e) {
+	const int interleave = B != nullptr;
+	const int nrows = interleave ? 2 * A->rows : A->rows;
+	const MatDev m0 = matdev(A), m1 = matdev(B ? B : A);
+	dim3 grid((nrows + MM_BN - 1) / MM_BN, (n + MM_BM - 1) / MM_BM);
+	cudaStream_t s = ctx->stream;
+	switch (A->type) {
+	case SK_F32: k_gemm_mma<SK_F32><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
+	case SK_F16: k_gemm_mma<SK_F16><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
+	case SK_BF16: k_gemm_mma<SK_BF16><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
+	case SK_Q8_0: k_gemm_mma<SK_Q8_0><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
+	case SK_Q4_K: k_gemm_mma<SK_Q4_K><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
+	case SK_Q6_K: k_gemm_mma<SK_Q6_K><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
+	default: return fail(ctx, SK_E_UNSUPPORTED, "gemm: unsupported type %d", A->type);
+	}
+	CKLAUNCH(ctx);
+	return SK_OK;
+}
+
+__global__ void k_swiglu_ld(const float *g, const float *u, float *o, int n, int rows, int ldy) {
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n * rows) return;
+	const int t = i / rows, r = i - t * rows;
+	o[(size_t)t * ldy + r] = silu_mul(g[i], u[i]);
+}
+
+static int reserve_tmp(sk_ctx *ctx, size_t bytes);
+
+// tmp: 2*n*rows floats for the gate/up fallback, or NULL for the context's.
+static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *X, int n,
+                      const sk_epilogue *epi, float *tmp) {
+	if (!W || !X || n <= 0 || nmat < 1 || nmat > 2 || !W[0]) return fail(ctx, SK_E_ARG, "sk_gemm_fused: bad arguments");
+	const bool sw = epi && epi->mode == SK_EPI_SWIGLU;
+	if (sw != (nmat == 2)) return fail(ctx, SK_E_ARG, "sk_gemm_fused: two matrices exactly for swiglu");
+	if (sw && (!W[1] || W[1]->rows != W[0]->rows || W[1]->cols != W[0]->cols))
+		return fail(ctx, SK_E_ARG, "sk_gemm_fused: gate and up differ in shape");
+	int rc = check_epi(ctx, epi, W[0]->rows, nmat, W[0]->rows);
+	if (rc != SK_OK) return rc;
+	const int cols = W[0]->cols;
+	if (cols % MM_BK == 0 && (!sw || W[1]->type == W[0]->type))
+		return gemm_mma_launch(ctx, W[0], sw ? W[1] : nullptr, X, n, epidev(epi));
+	if (cols % MM_BK == 0 && sw) {
+		// gate and up of different types: two GEMMs, then SwiGLU
+		if (!tmp) {
+			if ((rc = reserve_tmp(ctx, (size_t)2 * n * W[0]->rows * sizeof(float))) != SK_OK) return rc;
+			tmp = ctx->tmp;
+		}
+		float *g = tmp, *u = tmp + (size_t)n * W[0]->rows;
+		sk_epilogue st = *epi;
+		st.mode = SK_EPI_STORE;
+		st.roff = 0;
+		st.ldy = W[0]->rows;
+		st.y = g;
+		if ((rc = gemm_mma_launch(ctx, W[0], nullptr, X, n, epidev(&st))) != SK_OK) return rc;
+		st.y = u;
+		if ((rc = gemm_mma_launch(ctx, W[1], nullptr, X, n, epidev(&st))) != SK_OK) return rc;
+		const int tot = n * W[0]->rows;
+		k_swiglu_ld<<<(tot + 255) / 256, 256, 0, ctx->stream>>>(g, u, epi->y, n, W[0]->rows, epi->ldy);
+		CKLAUNCH(ctx);
+		return SK_OK;
+	}
+	// cols not a multiple of 32: the fused GEMV token by token
+	for (int t = 0; t < n && rc == SK_OK; t++) rc = gemv2_launch(ctx, nmat, W, X + (size_t)t * cols, nullptr, 0.f, epi, t);
+	return rc;
+}
+
+extern "C" int sk_gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_X, int n,
+                             const sk_epilogue *epi) {
+	ENTER(ctx);
+	return gemm_fused(ctx, nmat, W, d_X, n, epi, nullptr);
+}
+
+static int reserve_tmp(sk_ctx *ctx, size_t bytes) {
+	if (ctx->tmp_bytes >= bytes) return SK_OK;
+	if (ctx->tmp) CK(ctx, cudaFree(ctx->tmp));
+	ctx->tmp = nullptr;
+	ctx->tmp_bytes = 0;
+	cudaError_t e = cudaMalloc((void **)&ctx->tmp, bytes);
+	if (e != cudaSuccess) return fail(ctx, SK_E_NOMEM, "op scratch (%zu bytes): %s", bytes, cudaGetErrorString(e));
+	ctx->tmp_bytes = bytes;
+	return SK_OK;
+}
+
+// ---------------------------------------------------------------- decode attention v2
+//
+// grid (n_kv, nsplit): block (kv head, split) serves the G = n_head/n_kv
+// query heads of the group, so each K/V row is read once per group. The
+// split length follows the actual length n = *pos + 1 (read on the device):
+// chunk = max(ATT2_MIN, ceil(n / nsplit)) rounded up to 32; blocks past n
+// exit. Each warp takes 32 keys at a time, one key per lane (scores for all
+// G heads), then accumulates P V with the lanes over head dimensions.
+
+#define ATT2_WARPS 4
+#define ATT2_MIN 64
+#define ATT2_MAXG 8
+
+__device__ __forceinline__ int att2_chunk(int n, int nsplit) {
+	int c = (n + nsplit - 1) / nsplit;
+	if (c < ATT2_MIN) c = ATT2_MIN;
+	return (c + 31) & ~31;
+}
+
+static int att2_nsplit(const sk_ctx *ctx, int n_kv, int max_ctx) {
+	int ns = (2 * ctx->sm_count + n_kv - 1) / n_kv;
+	const int cap = (max_ctx + ATT2_MIN - 1) / ATT2_MIN;
+	if (ns > cap) ns = cap;
+	return ns < 1 ? 1 : ns;
+}
+
+// dot of q rows (shared, G x hd, pre-scaled) with the f16 key row kp.
+template <int MAXG>
+__device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __half *kp, float dot[MAXG]) {
+#pragma unroll
+	for (int g = 0; g < MAXG; g++) dot[g] = 0.f;
+	for (int c = 0; c < hd; c += 8) {
+		const uint4 kv = *(const uint4 *)(kp + c);
+		const __half2 *k2 = (const __half2 *)&kv;
+		float kf[8];
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const float2 f = __half22float2(k2[i]);
+			kf[2 * i] = f.x;
+			kf[2 * i + 1] = f.y;
+		}
+#pragma unroll
+		for (int g = 0; g < MAXG; g++) {
+			if (g < G) {
+				const float4 q0 = *(const float4 *)(qs + g * hd + c), q1 = *(const float4 *)(qs + g * hd + c + 4);
+				dot[g] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] +
+				          q1.z * kf[6] + q1.w * kf[7];
+			}
+		}
+	}
+}
+
+template <int MAXG, int MAXD2>
+__global__ void __launch_bounds__(ATT2_WARPS * 32) k_attn2_split(const float *q, const __half *kc, const __half *vc,
+                                                                 float *part, int n_head, int n_kv, int hd,
+                                                                 int max_ctx, int nsplit, const int32_t *pos) {
+	__shared__ __align__(16) float qs[MAXG * 256];
+	__shared__ float sm[ATT2_WARPS][MAXG], sl[ATT2_WARPS][MAXG];
+	__shared__ __align__(16) float sacc[ATT2_WARPS][MAXG][MAXD2 * 64];
+	const int kvh = blockIdx.x, s = blockIdx.y;
+	const int G = n_head / n_kv;
+	const int n = min(*pos + 1, max_ctx);
+	const int chunk = att2_chunk(n, nsplit);
+	const int start = s * chunk;
+	if (start >= n) return;
+	const int end = min(n, start + chunk);
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const float scale = rsqrtf((float)hd);
+	for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = q[(size_t)kvh * G * hd + i] * scale;
+	__syncthreads();
+
+	float m[MAXG], l[MAXG];
+	float2 acc[MAXG][MAXD2];
+#pragma unroll
+	for (int g = 0; g < MAXG; g++) {
+		m[g] = -INFINITY;
+		l[g] = 0.f;
+#pragma unroll
+		for (int i = 0; i < MAXD2; i++) acc[g][i] = make_float2(0.f, 0.f);
+	}
+	const __half *kb = kc + (size_t)kvh * max_ctx * hd, *vb = vc + (size_t)kvh * max_ctx * hd;
+	for (int k0 = start + warp * 32; k0 < end; k0 += ATT2_WARPS * 32) {
+		const int key = k0 + lane;
+		const bool ok = key < end;
+		float dot[MAXG];
+		qk_dots<MAXG>(qs, G, hd, kb + (size_t)(ok ? key : k0) * hd, dot);
+		float p[MAXG];
+#pragma unroll
+		for (int g = 0; g < MAXG; g++) {
+			if (g < G) {
+				const float sc = ok ? dot[g] : -INFINITY;
+				const float mt = warp_max(sc);
+				const float mn = fmaxf(m[g], mt);  // finite: key k0 is valid
+				const float corr = __expf(m[g] - mn);
+				p[g] = ok ? __expf(sc - mn) : 0.f;
+				l[g] = l[g] * corr + warp_sum(p[g]);
+#pragma unroll
+				for (int i = 0; i < MAXD2; i++) {
+					acc[g][i].x *= corr;
+					acc[g][i].y *= corr;
+				}
+				m[g] = mn;
+			}
+		}
+		const int nk = min(32, end - k0);
+		for (int j = 0; j < nk; j++) {
+			const __half2 *vp = (const __half2 *)(vb + (size_t)(k0 + j) * hd);
+			float2 vv[MAXD2];
+#pragma unroll
+			for (int i = 0; i < MAXD2; i++) {
+				const int d = 2 * lane + 64 * i;
+				vv[i] = d < hd ? __half22float2(vp[lane + 32 * i]) : make_float2(0.f, 0.f);
+			}
+#pragma unroll
+			for (int g = 0; g < MAXG; g++) {
+				if (g < G) {
+					const float pj = __shfl_sync(0xffffffffu, p[g], j);
+#pragma unroll
+					for (int i = 0; i < MAXD2; i++) {
+						acc[g][i].x += pj * vv[i].x;
+						acc[g][i].y += pj * vv[i].y;
+					}
+				}
+			}
+		}
+	}
+	// merge the warps
+#pragma unroll
+	for (int g = 0; g < MAXG; g++) {
+		if (g < G) {
+			if (lane == 0) {
+				sm[warp][g] = m[g];
+				sl[warp][g] = l[g];
+			}
+#pragma unroll
+			for (int i = 0; i < MAXD2; i++) {
+				sacc[warp][g][2 * lane + 64 * i] = acc[g][i].x;
+				sacc[warp][g][2 * lane + 64 * i + 1] = acc[g][i].y;
+			}
+		}
+	}
+	__syncthreads();
+	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
+		const int g = idx / hd, d = idx - g * hd;
+		float M = -INFINITY;
+#pragma unroll
+		for (int w = 0; w < ATT2_WARPS; w++) M = fmaxf(M, sm[w][g]);
+		float a = 0.f, L = 0.f;
+#pragma unroll
+		for (int w = 0; w < ATT2_WARPS; w++) {
+			if (sm[w][g] != -INFINITY) {
+				const float f = __expf(sm[w][g] - M);
+				a += sacc[w][g][d] * f;
+				L += sl[w][g] * f;
+			}
+		}
+		float *o = part + ((size_t)(kvh * G + g) * nsplit + s) * (hd + 2);
+		o[2 + d] = a;
+		if (d == 0) {
+			o[0] = M;
+			o[1] = L;
+		}
+	}
+}
+
+// grid (n_head)
+__global__ void k_attn2_combine(const float *part, float *out, int hd, int max_ctx, int nsplit, const int32_t *pos) {
+	const int h = blockIdx.x;
+	const int n = min(*pos + 1, max_ctx);
+	const int ns = (n + att2_chunk(n, nsplit) - 1) / att2_chunk(n, nsplit);
+	const float *pb = part + (size_t)h * nsplit * (hd + 2);
+	float M = -INFINITY;
+	for (int s = 0; s < ns; s++) M = fmaxf(M, pb[(size_t)s * (hd + 2)]);
+	float L = 0.f;
+	for (int s = 0; s < ns; s++) L += pb[(size_t)s * (hd + 2) + 1] * __expf(pb[(size_t)s * (hd + 2)] - M);
+	for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+		float a = 0.f;
+		for (int s = 0; s < ns; s++) a += pb[(size_t)s * (hd + 2) + 2 + d] * __expf(pb[(size_t)s * (hd + 2)] - M);
+		out[(size_t)h * hd + d] = a / L;
+	}
+}
+
+static bool att2_ok(int n_head, int n_kv, int hd) {
+	return n_kv > 0 && n_head % n_kv == 0 && n_head / n_kv <= ATT2_MAXG && hd % 8 == 0 && hd <= 256 && hd > 0;
+}
+
+// scratch: partials of n_head x nsplit x (hd + 2) floats
+static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
+                        int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit) {
+	const int G = n_head / n_kv;
+	const int mg = G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8;
+	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
+	dim3 grid(n_kv, nsplit);
+	cudaStream_t s = ctx->stream;
+#define ATT2_CASE(MG, MD)                                                                                          \
+	if (mg == MG && md == MD)                                                                                      \
+		k_attn2_split<MG, MD><<<grid, ATT2_WARPS * 32, 0, s>>>(q, kc, vc, part, n_head, n_kv, hd, max_ctx, nsplit, pos);
+	ATT2_CASE(1, 1) ATT2_CASE(1, 2) ATT2_CASE(1, 4)
+	ATT2_CASE(2, 1) ATT2_CASE(2, 2) ATT2_CASE(2, 4)
+	ATT2_CASE(4, 1) ATT2_CASE(4, 2) ATT2_CASE(4, 4)
+	ATT2_CASE(8, 1) ATT2_CASE(8, 2) ATT2_CASE(8, 4)
+#undef ATT2_CASE
+	CKLAUNCH(ctx);
+	const int threads = hd < 32 ? 32 : (hd > 256 ? 256 : ((hd + 31) / 32) * 32);
+	k_attn2_combine<<<n_head, threads, 0, s>>>(part, out, hd, max_ctx, nsplit, pos);
+	CKLAUNCH(ctx);
+	return SK_OK;
+}
+
+// ---------------------------------------------------------------- prefill attention v2
+//
+// grid (ceil(ntok/16), n_head), 4 warps of 4 queries; keys 32 at a time, one
+// per lane (scores for the warp's 4 queries), then P V with the lanes over
+// head dimensions. Query t (position *pos0 + t) sees keys 0..*pos0 + t.
+
+#define ATP_Q 4
+#define ATP_WARPS 4
+
+template <int MAXD2>
+__global__ void __launch_bounds__(ATP_WARPS * 32) k_attn_prefill(const float *q, const __half *kc, const __half *vc,
+                                                                 float *out, int ntok, int n_head, int n_kv, int hd,
+                                                                 int max_ctx, const int32_t *pos0) {
+	__shared__ __align__(16) float qs[ATP_WARPS * ATP_Q * 256];
+	const int h = blockIdx.y, kvh = h / (n_head / n_kv);
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int tb = blockIdx.x * ATP_WARPS * ATP_Q;
+	const int p0 = *pos0;
+	const float scale = rsqrtf((float)hd);
+	for (int i = threadIdx.x; i < ATP_WARPS * ATP_Q * hd; i += blockDim.x) {
+		const int j = i / hd, d = i - j * hd, t = tb + j;
+		qs[j * hd + d] = t < ntok ? q[((size_t)t * n_head + h) * hd + d] * scale : 0.f;
+	}
+	__syncthreads();
+	const float *qw = qs + warp * ATP_Q * hd;
+	int P[ATP_Q];
+	int pmax = -1;
+#pragma unroll
+	for (int j = 0; j < ATP_Q; j++) {
+		const int t = tb + warp * ATP_Q + j;
+		P[j] = t < ntok ? min(p0 + t, max_ctx - 1) : -1;
+		pmax = max(pmax, P[j]);
+	}
+	float m[ATP_Q], l[ATP_Q];
+	float2 acc[ATP_Q][MAXD2];
+#pragma unroll
+	for (int j = 0; j < ATP_Q; j++) {
+		m[j] = -INFINITY;
+		l[j] = 0.f;
+#pragma unroll
+		for (int i = 0; i < MAXD2; i++) acc[j][i] = make_float2(0.f, 0.f);
+	}
+	const __half *kb = kc + (size_t)kvh * max_ctx * hd, *vb = vc + (size_t)kvh * max_ctx * hd;
+	for (int k0 = 0; k0 <= pmax; k0 += 32) {
+		const int key = k0 + lane;
+		const bool ok = key <= pmax;
+		float dot[ATP_Q];
+		qk_dots<ATP_Q>(qw, ATP_Q, hd, kb + (size_t)(ok ? key : k0) * hd, dot);
+		float p[ATP_Q];
+#pragma unroll
+		for (int j = 0; j < ATP_Q; j++) {
+			const float sc = key <= P[j] ? dot[j] : -INFINITY;
+			const float mt = warp_max(sc);
+			const float mn = fmaxf(m[j], mt);
+			if (mn == -INFINITY) {  // no key yet (query beyond ntok)
+				p[j] = 0.f;
+				continue;
+			}
+			const float corr = __expf(m[j] - mn);
+			p[j] = sc == -INFINITY ? 0.f : __expf(sc - mn);
+			l[j] = l[j] * corr + warp_sum(p[j]);
+#pragma unroll
+			for (int i = 0; i < MAXD2; i++) {
+				acc[j][i].x *= corr;
+				acc[j][i].y *= corr;
+			}
+			m[j] = mn;
+		}
+		const int nk = min(32, pmax - k0 + 1);
+		for (int jj = 0; jj < nk; jj++) {
+			const __half2 *vp = (const __half2 *)(vb + (size_t)(k0 + jj) * hd);
+			float2 vv[MAXD2];
+#pragma unroll
+			for (int i = 0; i < MAXD2; i++) {
+				const int d = 2 * lane + 64 * i;
+				vv[i] = d < hd ? __half22float2(vp[lane + 32 * i]) : make_float2(0.f, 0.f);
+			}
+#pragma unroll
+			for (int j = 0; j < ATP_Q; j++) {
+				const float pj = __shfl_sync(0xffffffffu, p[j], jj);
+#pragma unroll
+				for (int i = 0; i < MAXD2; i++) {
+					acc[j][i].x += pj * vv[i].x;
+					acc[j][i].y += pj * vv[i].y;
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < ATP_Q; j++) {
+		const int t = tb + warp * ATP_Q + j;
+		if (t >= ntok) continue;
+		float *o = out + ((size_t)t * n_head + h) * hd;
+		const float inv = 1.f / l[j];
+#pragma unroll
+		for (int i = 0; i < MAXD2; i++) {
+			const int d = 2 * lane + 64 * i;
+			if (d < hd) {
+				o[d] = acc[j][i].x * inv;
+				o[d + 1] = acc[j][i].y * inv;
+			}
+		}
+	}
+}
+
+static int attn_prefill2(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int ntok,
+                         int n_head, int n_kv, int hd, int max_ctx, const int32_t *pos0) {
+	dim3 grid((ntok + ATP_WARPS * ATP_Q - 1) / (ATP_WARPS * ATP_Q), n_head);
+	cudaStream_t s = ctx->stream;
+	if (hd <= 64) k_attn_prefill<1><<<grid, ATP_WARPS * 32, 0, s>>>(q, kc, vc, out, ntok, n_head, n_kv, hd, max_ctx, pos0);
+	else if (hd <= 128) k_attn_prefill<2><<<grid, ATP_WARPS * 32, 0, s>>>(q, kc, vc, out, ntok, n_head, n_kv, hd, max_ctx, pos0);
+	else k_attn_prefill<4><<<grid, ATP_WARPS * 32, 0, s>>>(q, kc, vc, out, ntok, n_head, n_kv, hd, max_ctx, pos0);
+	CKLAUNCH(ctx);
+	return SK_OK;
+}
+
+extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, const uint16_t *d_v, float *d_out,
+                            int ntok, int n_head, int n_kv_head, int head_dim, int max_ctx, const int32_t *d_pos0) {
+	ENTER(ctx);
+	if (!d_q || !d_k || !d_v || !d_out || !d_pos0 || ntok <= 0 || n_head <= 0 || n_kv_head <= 0 || head_dim <= 0 ||
+	    max_ctx <= 0 || n_head % n_kv_head != 0)
+		return fail(ctx, SK_E_ARG, "sk_attention: bad argument");
+	const __half *kc = (const __half *)d_k, *vc = (const __half *)d_v;
+	if (ctx->variant == SK_VARIANT_V2 && att2_ok(n_head, n_kv_head, head_dim)) {
+		if (ntok > 1) return attn_prefill2(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
+		const int ns = att2_nsplit(ctx, n_kv_head, max_ctx);
+		int rc = reserve_scratch(ctx, (size_t)n_head * ns * (head_dim + 2) * sizeof(float));
+		if (rc != SK_OK) return rc;
+		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns);
+	}
+	return attention(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
+}
+
+// ---------------------------------------------------------------- qk-norm + rope + kv store
+
+// grid (n, n_head + 2*n_kv); block: head_dim/2 threads rounded up to 32.
+// Block (t, j): j < n_head: q head j; < n_head + n_kv: k head; else v head.
+__global__ void k_qkv_post(const float *qkv, const float *qn, const float *kn, float eps, EpiDev e) {
+	const int t = blockIdx.x, j = blockIdx.y;
+	const int hd = e.hd, qd = e.n_head * hd, kd = e.n_kv * hd;
+	const float *src = qkv + (size_t)t * (qd + 2 * kd) + (size_t)j * hd;
+	const int region = j < e.n_head ? 0 : (j < e.n_head + e.n_kv ? 1 : 2);
+	const int h = region == 0 ? j : (region == 1 ? j - e.n_head : j - e.n_head - e.n_kv);
+	const float *nw = region == 0 ? qn : (region == 1 ? kn : nullptr);
+	float scale = 1.f;
+	if (nw) {
+		__shared__ float red[32];
+		float ss = 0.f;
+		for (int i = threadIdx.x; i < hd; i += blockDim.x) ss += src[i] * src[i];
+		ss = warp_sum(ss);
+		if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+		__syncthreads();
+		float tot = 0.f;
+		for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w];
+		scale = rsqrtf(tot / hd + eps);
+	}
+	const int p = *e.pos0 + t;
+	for (int k = threadIdx.x; k < hd / 2; k += blockDim.x) {
+		int a, b;
+		if (region < 2 && 2 * k < e.rd) {
+			a = e.neox ? k : 2 * k;
+			b = e.neox ? k + e.rd / 2 : 2 * k + 1;
+		} else {
+			a = 2 * k;
+			b = 2 * k + 1;
+		}
+		float v0 = src[a], v1 = src[b];
+		if (nw) {
+			v0 = v0 * scale * nw[a];
+			v1 = v1 * scale * nw[b];
+		}
+		if (region < 2 && 2 * k < e.rd) {
+			double sn, cs;
+			rope_cs(e, p, k, sn, cs);
+			const float x0 = v0, x1 = v1;
+			v0 = (float)(x0 * cs - x1 * sn);
+			v1 = (float)(x0 * sn + x1 * cs);
+		}
+		if (region == 0) {
+			float *o = e.q_out + (size_t)t * qd + (size_t)h * hd;
+			o[a] = v0;
+			o[b] = v1;
+		} else if (p >= 0 && p < e.max_ctx) {
+			__half *c = (region == 1 ? e.kc : e.vc) + ((size_t)h * e.max_ctx + p) * hd;
+			c[a] = __float2half(v0);
+			c[b] = __float2half(v1);
+		}
+	}
+}
+
+extern "C" int sk_qkv_post(sk_ctx *ctx, const float *d_qkv, int n, const float *d_q_norm, const float *d_k_norm,
+                           float eps, const sk_epilogue *epi) {
+	ENTER(ctx);
+	if (!d_qkv || n <= 0 || !epi || epi->mode != SK_EPI_QKV) return fail(ctx, SK_E_ARG, "sk_qkv_post: bad argument");
+	sk_epilogue e = *epi;
+	e.roff = 0;
+	int rc = check_epi(ctx, &e, 0, 1, 0);
+	if (rc != SK_OK) return rc;
+	int threads = ((e.head_dim / 2 + 31) / 32) * 32;
+	if (threads > 256) threads = 256;
+	k_qkv_post<<<dim3(n, e.n_head + 2 * e.n_kv_head), threads, 0, ctx->stream>>>(d_qkv, d_q_norm, d_k_norm, eps,
+	                                                                               epidev(&e));
+	CKLAUNCH(ctx);
+	return SK_OK;
+}
+
 // ---------------------------------------------------------------- model
 
-#define PREFILL_CHUNK 32
+#define PREFILL_CHUNK 32      // v1
+#define PREFILL_CHUNK_V2 512  // v2 (tensor-core GEMM)
 
 struct Layer {
 	float *attn_norm, *ffn_norm, *q_norm, *k_norm;
@@ -889,10 +2139,17 @@ struct sk_model {
 	sk_matrix *embd, *output;
 	float *out_norm, *rope_freq;
 	std::vector<Layer> layers;
-	// activations for up to PREFILL_CHUNK tokens
+	int variant;  // SK_VARIANT_* of the context at creation
+	int chunk;    // prefill tokens per forward pass
+	bool att2;    // v2 attention kernels apply to this shape
+	int nsplit;   // v2 decode attention splits
+	// activations for up to chunk tokens
 	float *x, *xn, *q, *k, *v, *att, *g, *u, *logits;
+	float *qkv;   // v2 with qk-norm: [chunk][q_dim + 2 kv_dim]
+	float *part;  // v2 decode attention partials
+	float *tmp2;  // v2 gate/up fallback: 2 x chunk x ffn
 	int32_t *d_tok, *d_pos, *d_next;
-	int32_t *h_step;  // pinned: [0..PREFILL_CHUNK) tokens, [PREFILL_CHUNK] pos, [PREFILL_CHUNK+1] next
+	int32_t *h_step;  // pinned: [0..chunk) tokens, [chunk] pos, [chunk+1] next
 	cudaGraphExec_t graph;
 	bool graph_ready;
 	std::vector<void *> allocs;
@@ -934,8 +2191,27 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 	m->ctx = ctx;
 	m->cfg = *c;
 	m->layers.resize(c->n_layer);
-	const size_t T = PREFILL_CHUNK, qd = (size_t)c->n_head * c->head_dim, kd = (size_t)c->n_kv_head * c->head_dim;
+	m->variant = ctx->variant;
+	m->att2 = m->variant == SK_VARIANT_V2 && att2_ok(c->n_head, c->n_kv_head, c->head_dim);
+	// v1 prefill attention keeps per-token partials: its chunk stays small
+	m->chunk = m->att2 ? PREFILL_CHUNK_V2 : PREFILL_CHUNK;
+	m->nsplit = att2_nsplit(ctx, c->n_kv_head, c->max_ctx);
+	const size_t T = m->chunk, qd = (size_t)c->n_head * c->head_dim, kd = (size_t)c->n_kv_head * c->head_dim;
 	int rc = SK_OK;
+	if (m->variant == SK_VARIANT_V2) {
+		rc = rc ? rc : model_alloc(m, T * (qd + 2 * kd) * 4, (void **)&m->qkv);
+		rc = rc ? rc : model_alloc(m, (size_t)c->n_head * m->nsplit * (c->head_dim + 2) * 4, (void **)&m->part);
+		rc = rc ? rc : model_alloc(m, 2 * T * c->ffn * 4, (void **)&m->tmp2);
+		// the fused GEMV's shared memory, set before any graph capture
+		size_t smem = 0;
+		const int widths[] = {c->dim, (int)qd, c->ffn};
+		for (int w : widths) smem = std::max(smem, (size_t)w * 5 + 64);
+		if (rc == SK_OK && smem > 48 * 1024 && smem <= 200 * 1024 && (int)smem > ctx->g2_smem) {
+			cudaError_t e = cudaFuncSetAttribute(k_gemv2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+			if (e != cudaSuccess) rc = fail(ctx, SK_E_CUDA, "gemv shared memory: %s", cudaGetErrorString(e));
+			else ctx->g2_smem = (int)smem;
+		}
+	}
 	rc = rc ? rc : model_alloc(m, T * c->dim * 4, (void **)&m->x);
 	rc = rc ? rc : model_alloc(m, T * c->dim * 4, (void **)&m->xn);
 	rc = rc ? rc : model_alloc(m, T * qd * 4, (void **)&m->q);
@@ -955,7 +2231,7 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 		if (rc == SK_OK) rc = sk_memset(ctx, m->layers[l].kc, 0, kv);
 		if (rc == SK_OK) rc = sk_memset(ctx, m->layers[l].vc, 0, kv);
 	}
-	if (rc == SK_OK) {
+	if (rc == SK_OK && !m->att2) {
 		const int nsplit = (c->max_ctx + ATT_SPLIT - 1) / ATT_SPLIT;
 		rc = reserve_scratch(ctx, T * c->n_head * nsplit * (c->head_dim + 2) * sizeof(float));
 	}
@@ -1012,7 +2288,16 @@ extern "C" int sk_model_set(sk_model *m, int slot, int layer, int type, const vo
 	if (rows != wr || cols != wc)
 		return fail(ctx, SK_E_ARG, "sk_model_set: slot %d layer %d is %dx%d, want %dx%d", slot, layer, rows, cols, wr, wc);
 	sk_matrix *mat = nullptr;
-	int rc = sk_matrix_upload(ctx, type, data, rows, cols, &mat);
+	int rc;
+	if (m->variant == SK_VARIANT_V2 && !c.qk_norm && (slot == SK_T_Q || slot == SK_T_K)) {
+		// v2: RoPE pairs on adjacent rows, rotated in the QKV GEMV's epilogue
+		std::vector<int32_t> perm((size_t)rows);
+		rc = sk_rope_perm(slot == SK_T_Q ? c.n_head : c.n_kv_head, c.head_dim, c.rope_dim, c.neox, perm.data());
+		if (rc != SK_OK) return fail(ctx, rc, "sk_model_set: rope row order");
+		rc = sk_matrix_upload_perm(ctx, type, data, rows, cols, perm.data(), &mat);
+	} else {
+		rc = sk_matrix_upload(ctx, type, data, rows, cols, &mat);
+	}
 	if (rc != SK_OK) return rc;
 	Layer *L = global ? nullptr : &m->layers[layer];
 	sk_matrix **dst = nullptr;
@@ -1089,6 +2374,92 @@ static int enqueue_forward(sk_model *m, int n) {
 	return rc;
 }
 
+// The v2 forward pass: for one token the fused GEMVs (6 launches per layer),
+// for more the tensor-core GEMMs and the tiled prefill attention.
+static int enqueue_forward_v2(sk_model *m, int n) {
+	sk_ctx *ctx = m->ctx;
+	const sk_model_config &c = m->cfg;
+	const int qd = c.n_head * c.head_dim, kd = c.n_kv_head * c.head_dim;
+	int rc = sk_get_rows(ctx, m->embd, m->d_tok, m->x, n);
+	sk_epilogue qkv;
+	memset(&qkv, 0, sizeof qkv);
+	qkv.mode = SK_EPI_QKV;
+	qkv.q_out = m->q;
+	qkv.n_head = c.n_head;
+	qkv.n_kv_head = c.n_kv_head;
+	qkv.head_dim = c.head_dim;
+	qkv.rope_dim = c.rope_dim;
+	qkv.max_ctx = c.max_ctx;
+	qkv.neox = c.neox;
+	qkv.freq_base = c.freq_base;
+	qkv.freq_scale = c.freq_scale;
+	qkv.freq = m->rope_freq;
+	qkv.pos0 = m->d_pos;
+	const int roffs[3] = {0, qd, qd + kd};
+	sk_epilogue acc = plain_epi(m->x, c.dim, 1);
+	sk_epilogue sw = plain_epi(m->g, c.ffn, 0);
+	sw.mode = SK_EPI_SWIGLU;
+	sk_epilogue st = plain_epi(m->qkv, qd + 2 * kd, 0);
+	for (int l = 0; rc == SK_OK && l < c.n_layer; l++) {
+		Layer &L = m->layers[l];
+		qkv.k_cache = (uint16_t *)L.kc;
+		qkv.v_cache = (uint16_t *)L.vc;
+		const sk_matrix *wqkv[3] = {L.wq, L.wk, L.wv};
+		const sk_matrix *wgu[2] = {L.gate, L.up};
+		if (n == 1) {
+			if (!c.qk_norm) {
+				rc = gemv2_launch(ctx, 3, wqkv, m->x, L.attn_norm, c.eps, &qkv, 0);
+			} else {
+				rc = gemv2_launch(ctx, 3, wqkv, m->x, L.attn_norm, c.eps, &st, 0);
+				if (rc == SK_OK) rc = sk_qkv_post(ctx, m->qkv, 1, L.q_norm, L.k_norm, c.eps, &qkv);
+			}
+			if (rc == SK_OK) {
+				if (m->att2)
+					rc = attn2_decode(ctx, m->q, L.kc, L.vc, m->att, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
+					                  m->d_pos, m->part, m->nsplit);
+				else
+					rc = attention(ctx, m->q, L.kc, L.vc, m->att, 1, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
+					               m->d_pos);
+			}
+			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.wo, m->att, nullptr, 0.f, &acc, 0);
+			if (rc == SK_OK) rc = gemv2_launch(ctx, 2, wgu, m->x, L.ffn_norm, c.eps, &sw, 0);
+			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.down, m->g, nullptr, 0.f, &acc, 0);
+			continue;
+		}
+		rc = sk_rmsnorm(ctx, m->x, L.attn_norm, m->xn, c.dim, n, c.eps);
+		for (int i = 0; rc == SK_OK && i < 3; i++) {
+			sk_epilogue e = c.qk_norm ? st : qkv;
+			e.roff = roffs[i];
+			rc = gemm_fused(ctx, 1, &wqkv[i], m->xn, n, &e, m->tmp2);
+		}
+		if (rc == SK_OK && c.qk_norm) rc = sk_qkv_post(ctx, m->qkv, n, L.q_norm, L.k_norm, c.eps, &qkv);
+		if (rc == SK_OK) {
+			if (m->att2)
+				rc = attn_prefill2(ctx, m->q, L.kc, L.vc, m->att, n, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
+				                   m->d_pos);
+			else
+				rc = attention(ctx, m->q, L.kc, L.vc, m->att, n, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
+				               m->d_pos);
+		}
+		if (rc == SK_OK) rc = gemm_fused(ctx, 1, &L.wo, m->att, n, &acc, m->tmp2);
+		if (rc == SK_OK) rc = sk_rmsnorm(ctx, m->x, L.ffn_norm, m->xn, c.dim, n, c.eps);
+		if (rc == SK_OK) rc = gemm_fused(ctx, 2, wgu, m->xn, n, &sw, m->tmp2);
+		if (rc == SK_OK) rc = gemm_fused(ctx, 1, &L.down, m->g, n, &acc, m->tmp2);
+	}
+	const float *last = m->x + (size_t)(n - 1) * c.dim;
+	const sk_matrix *out = m->output ? m->output : m->embd;
+	sk_epilogue lo = plain_epi(m->logits, c.vocab, 0);
+	if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &out, last, m->out_norm, c.eps, &lo, 0);
+	if (rc == SK_OK) rc = sk_argmax(ctx, m->logits, c.vocab, m->d_next);
+	return rc;
+}
+
+static int enqueue(sk_model *m, int n) {
+	return m->variant == SK_VARIANT_V2 ? enqueue_forward_v2(m, n) : enqueue_forward(m, n);
+}
+
+extern "C" int sk_model_variant(const sk_model *m) { return m ? m->variant : 0; }
+
 extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, int32_t *next) {
 	if (!m) return SK_E_ARG;
 	sk_ctx *ctx = m->ctx;
@@ -1099,14 +2470,14 @@ extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, i
 	int rc = model_check(m);
 	if (rc != SK_OK) return rc;
 	m->h_step[0] = token;
-	m->h_step[PREFILL_CHUNK] = pos;
+	m->h_step[m->chunk] = pos;
 	if (!m->graph_ready) {
 		cudaGraph_t g;
 		CK(ctx, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
 		cudaMemcpyAsync(m->d_tok, m->h_step, 4, cudaMemcpyHostToDevice, ctx->stream);
-		cudaMemcpyAsync(m->d_pos, m->h_step + PREFILL_CHUNK, 4, cudaMemcpyHostToDevice, ctx->stream);
-		rc = enqueue_forward(m, 1);
-		cudaMemcpyAsync(m->h_step + PREFILL_CHUNK + 1, m->d_next, 4, cudaMemcpyDeviceToHost, ctx->stream);
+		cudaMemcpyAsync(m->d_pos, m->h_step + m->chunk, 4, cudaMemcpyHostToDevice, ctx->stream);
+		rc = enqueue(m, 1);
+		cudaMemcpyAsync(m->h_step + m->chunk + 1, m->d_next, 4, cudaMemcpyDeviceToHost, ctx->stream);
 		cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
 		if (rc != SK_OK) {
 			if (e == cudaSuccess) cudaGraphDestroy(g);
@@ -1121,7 +2492,7 @@ extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, i
 	CK(ctx, cudaGraphLaunch(m->graph, ctx->stream));
 	if (logits) CK(ctx, cudaMemcpyAsync(logits, m->logits, (size_t)c.vocab * 4, cudaMemcpyDeviceToHost, ctx->stream));
 	CK(ctx, cudaStreamSynchronize(ctx->stream));
-	if (next) *next = m->h_step[PREFILL_CHUNK + 1];
+	if (next) *next = m->h_step[m->chunk + 1];
 	return SK_OK;
 }
 
@@ -1137,13 +2508,13 @@ extern "C" int sk_model_prefill(sk_model *m, const int32_t *tokens, int n, int p
 		if (tokens[i] < 0 || tokens[i] >= c.vocab) return fail(ctx, SK_E_ARG, "prefill: token %d out of range", tokens[i]);
 	int rc = model_check(m);
 	if (rc != SK_OK) return rc;
-	for (int done = 0; done < n; done += PREFILL_CHUNK) {
-		int k = std::min(PREFILL_CHUNK, n - done);
+	for (int done = 0; done < n; done += m->chunk) {
+		int k = std::min(m->chunk, n - done);
 		memcpy(m->h_step, tokens + done, (size_t)k * 4);
-		m->h_step[PREFILL_CHUNK] = pos + done;
+		m->h_step[m->chunk] = pos + done;
 		CK(ctx, cudaMemcpyAsync(m->d_tok, m->h_step, (size_t)k * 4, cudaMemcpyHostToDevice, ctx->stream));
-		CK(ctx, cudaMemcpyAsync(m->d_pos, m->h_step + PREFILL_CHUNK, 4, cudaMemcpyHostToDevice, ctx->stream));
-		rc = enqueue_forward(m, k);
+		CK(ctx, cudaMemcpyAsync(m->d_pos, m->h_step + m->chunk, 4, cudaMemcpyHostToDevice, ctx->stream));
+		rc = enqueue(m, k);
 		if (rc != SK_OK) return rc;
 		// the host buffer is reused by the next chunk: wait for the copies
 		CK(ctx, cudaStreamSynchronize(ctx->stream));

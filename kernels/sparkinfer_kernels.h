@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define SK_ABI_VERSION 1
+#define SK_ABI_VERSION 2
 
 #define SK_OK 0
 #define SK_E_CUDA (-1)     /* a CUDA call failed; see sk_error */
@@ -120,6 +120,96 @@ int sk_attention_decode(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, cons
 int sk_kv_store(sk_ctx *ctx, const float *d_k, const float *d_v, uint16_t *d_kc, uint16_t *d_vc,
                 int ntok, int n_kv_head, int head_dim, int max_ctx, const int32_t *d_pos0);
 
+/* ---- kernel variants (ABI 2) ----
+ *
+ * A context runs one kernel variant at a time; the op entry points above
+ * (sk_gemv, sk_gemm, sk_attention_decode) and models created afterwards
+ * dispatch on it:
+ *   1  the v1 path: one kernel per op, float activations, one warp per
+ *      GEMV row, split attention over max_ctx, batched GEMV for prefill.
+ *   2  fused decode: RMSNorm folded into the GEMV prologue, int8
+ *      activations (blocks of 32, float scale) with dp4a for Q8_0/Q4_K/Q6_K,
+ *      Q/K/V in one launch with RoPE and the KV-cache store in its
+ *      epilogue, gate/up in one launch with SwiGLU in its epilogue, O/down
+ *      accumulating into the residual (6 launches per layer); decode
+ *      attention split by the actual length with GQA groups per block;
+ *      prefill through a tensor-core GEMM (mma.sync m16n8k16, f16 operands,
+ *      f32 accumulation) and a tiled causal attention, 512-token chunks.
+ * The default is SK_VARIANT_DEFAULT, or the environment variable
+ * SPARKINFER_KERNEL_VARIANT read by sk_create (an unknown value makes
+ * sk_create fail). */
+#define SK_VARIANT_V1 1
+#define SK_VARIANT_V2 2
+#define SK_VARIANT_DEFAULT 2
+int sk_set_variant(sk_ctx *ctx, int variant);
+int sk_get_variant(const sk_ctx *ctx);
+
+/* Upload with a row order: device row i holds host row perm[i] (a
+ * permutation of 0..rows-1; NULL = identity). Outputs of the matrix's GEMVs
+ * come out in device row order. */
+int sk_matrix_upload_perm(sk_ctx *ctx, int type, const void *data, int rows, int cols, const int32_t *perm,
+                          sk_matrix **out);
+/* The row order that puts each RoPE pair of a Q or K matrix (n_heads heads
+ * of head_dim rows) on adjacent device rows 2k, 2k+1: pairs (k, k+rope_dim/2)
+ * when neox, else (2k, 2k+1) (identity); rows from rope_dim on keep their
+ * order. Writes n_heads*head_dim entries. */
+int sk_rope_perm(int n_heads, int head_dim, int rope_dim, int neox, int32_t *perm);
+
+/* Epilogues of the fused GEMV/GEMM. Row r of a launch is row roff + r of
+ * the concatenation of its matrices; token t of n.
+ *  STORE   y[t*ldy + roff + r] = v
+ *  ACC     y[t*ldy + roff + r] += v
+ *  SWIGLU  two matrices (gate, up) of equal rows: y[t*ldy + i] = silu(gate_i) * up_i
+ *  QKV     rows = [Q (sk_rope_perm order) | K (sk_rope_perm order) | V]:
+ *          RoPE at position *pos0 + t, q_out[t][n_head*head_dim] (float, natural
+ *          order), K and V stored as f16 into the caches at that position. */
+#define SK_EPI_STORE 0
+#define SK_EPI_ACC 1
+#define SK_EPI_SWIGLU 2
+#define SK_EPI_QKV 3
+
+typedef struct {
+	int mode;
+	float *y;
+	int ldy;  /* floats between tokens of y (STORE/ACC/SWIGLU) */
+	int roff; /* row offset of this launch in the concatenation (GEMM only; GEMV: 0) */
+	float *q_out;
+	uint16_t *k_cache, *v_cache; /* f16, n_kv_head x max_ctx x head_dim */
+	int n_head, n_kv_head, head_dim, rope_dim, max_ctx, neox;
+	float freq_base, freq_scale;
+	const float *freq;    /* optional rope_dim/2 divisors */
+	const int32_t *pos0;  /* device */
+} sk_epilogue;
+
+/*
+ * Fused GEMV of one token over nmat (1..3) matrices with equal cols (rows
+ * concatenated; two for SWIGLU). Prologue: x, or when d_norm_w is non-NULL
+ * x * rsqrt(mean(x^2) + eps) * norm_w; for Q8_0/Q4_K/Q6_K matrices the
+ * activation is rounded to int8 in blocks of 32 with a float scale
+ * amax/127 (as llama.cpp's q8_1), float for F32/F16/BF16. Independent of
+ * the context's variant.
+ */
+int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_x, const float *d_norm_w,
+                  float eps, const sk_epilogue *epi);
+/*
+ * Fused GEMM of n tokens (X: n x cols float, already normalised): the
+ * tensor-core kernel (f16 operands, f32 accumulation) when cols % 32 == 0,
+ * else sk_gemv_fused per token. nmat is 1, or 2 for SWIGLU. For QKV, call
+ * it once per matrix with roff 0, q_dim, q_dim + kv_dim.
+ */
+int sk_gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_X, int n,
+                  const sk_epilogue *epi);
+/* For qk-norm models: per-head RMSNorm of q and k (weights head_dim long, or
+ * NULL for none), RoPE and the KV-cache store, for n tokens of
+ * qkv[n][q_dim + 2*kv_dim] in natural row order; q goes to epi->q_out. */
+int sk_qkv_post(sk_ctx *ctx, const float *d_qkv, int n, const float *d_q_norm, const float *d_k_norm, float eps,
+                const sk_epilogue *epi);
+/* Causal attention of ntok query tokens (q: ntok x n_head x head_dim) at
+ * positions *d_pos0 + t over cache positions 0..*d_pos0 + t; out like q.
+ * Dispatches on the context's variant. */
+int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, const uint16_t *d_v, float *d_out, int ntok,
+                 int n_head, int n_kv_head, int head_dim, int max_ctx, const int32_t *d_pos0);
+
 /* ---- whole-model decode (llama / qwen3 dense) ---- */
 
 typedef struct {
@@ -148,7 +238,10 @@ typedef struct {
 #define SK_T_DOWN 13
 #define SK_T_ROPE_FREQ 14 /* optional F32 vector of rope_dim/2 frequency divisors */
 
+/* The model runs the context's variant at the time of sk_model_create. */
 int sk_model_create(sk_ctx *ctx, const sk_model_config *cfg, sk_model **out);
+/* The variant a model runs. */
+int sk_model_variant(const sk_model *m);
 void sk_model_free(sk_model *m);
 /* layer is ignored for the global tensors (embd, output norm, output). Norm
  * weights are F32 vectors (rows = 1). */
