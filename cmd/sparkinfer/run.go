@@ -16,6 +16,8 @@ var commands = []cli.Command{
 	{Name: "tokenize", Summary: "print the token ids of text on stdin (GGUF or tokenizer.json vocabulary)", Run: cmdTokenize},
 	{Name: "synth", Summary: "write a synthetic model (random weights, real vocabulary) for benchmarks and parity", Run: cmdSynth},
 	{Name: "convert", Summary: "convert a Hugging Face checkpoint (safetensors) to GGUF", Run: cmdConvert},
+	{Name: "serve", Summary: "boot the appliance (TEE, keys, evidence) and serve the encrypted OpenAI API", Run: cmdServe},
+	{Name: "attest", Summary: "print a fresh evidence bundle (statement, TEE quote, GPU reports)", Run: cmdAttest},
 	{Name: "version", Summary: "print the source hash, binary digest, toolchain and kernels digest", Run: cmdVersion},
 }
 
