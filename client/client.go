@@ -85,6 +85,11 @@ type Attestation struct {
 	Expires time.Time
 }
 
+// Key returns the key configuration and suite requests are encrypted with:
+// the first of the client's preferred suites (the post-quantum default
+// first) that a verified configuration offers.
+func (a *Attestation) Key() (keys.KeyConfig, keys.Suite, error) { return pickKey(a.KeyConfigs) }
+
 // Simulated reports whether the evidence was simulated (proves nothing).
 func (a *Attestation) Simulated() bool { return a.Verdict.Simulated }
 
