@@ -10,6 +10,7 @@ import (
 // Each lives in its own file of this directory. Wired explicitly: no init()
 // registries in a measured binary.
 var commands = []cli.Command{
+	{Name: "demo", Summary: "boot a simulated appliance in this process, verify it, send an encrypted chat", Run: cmdDemo},
 	{Name: "verify", Summary: "verify an appliance's evidence with a fresh nonce and print the checklist: verify URL [--policy P.json]", Run: cmdVerify},
 	{Name: "chat", Summary: "verify an appliance, then send an encrypted chat: chat URL --prompt P [--policy P.json] [--stream]", Run: cmdChat},
 	{Name: "proxy", Summary: "local OpenAI endpoint forwarding encrypted to a verified appliance: proxy --upstream URL --policy P.json", Run: cmdProxy},
