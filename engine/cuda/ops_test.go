@@ -141,61 +141,79 @@ func TestGemmAllTypes(t *testing.T) {
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_K, quant.Q6_K}
 	shapes := []struct{ rows, cols int }{{1, 256}, {3, 512}, {67, 768}, {130, 4352}, {257, 2048}}
 	odd := []struct{ rows, cols int }{{5, 250}, {33, 100}, {7, 36}} // float types only: cols not a multiple of 8
-	for _, typ := range types {
-		sh := shapes
-		if typ == quant.F32 || typ == quant.F16 || typ == quant.BF16 {
-			sh = append(append([]struct{ rows, cols int }{}, shapes...), odd...)
-		}
-		for _, s := range sh {
-			for _, n := range []int{1, 2, 3, 8, 13} {
-				t.Run(fmt.Sprintf("%v/%dx%d/n%d", typ, s.rows, s.cols, n), func(t *testing.T) {
-					w := randn(r, s.rows*s.cols, 0.05)
-					data, err := quant.Quantize(typ, w)
-					if err != nil {
-						t.Fatal(err)
-					}
-					deq := make([]float32, len(w))
-					if err := quant.Dequantize(typ, data, deq); err != nil {
-						t.Fatal(err)
-					}
-					M, err := d.UploadMatrix(typ, data, s.rows, s.cols)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer M.Free()
-					x := randn(r, n*s.cols, 1)
-					X := in(t, d, x)
-					for _, acc := range []bool{false, true} {
-						Y := out(t, d, n*s.rows)
-						y0 := randn(r, n*s.rows, 1)
-						if acc {
-							if err := Y.PutFloat32(y0); err != nil {
-								t.Fatal(err)
-							}
-						}
-						if err := d.Gemm(M, X, Y, n, acc); err != nil {
+	withVariants(t, d, func(t *testing.T, variant int) {
+		for _, typ := range types {
+			sh := shapes
+			if !isQuant(typ) {
+				sh = append(append([]struct{ rows, cols int }{}, shapes...), odd...)
+			}
+			for _, s := range sh {
+				// n >= 16 reaches v2's tensor-core GEMM (64-token tiles: 77 and 130 leave partial tiles)
+				for _, n := range []int{1, 2, 3, 8, 13, 16, 17, 77, 130} {
+					t.Run(fmt.Sprintf("%v/%dx%d/n%d", typ, s.rows, s.cols, n), func(t *testing.T) {
+						w := randn(r, s.rows*s.cols, 0.05)
+						data, err := quant.Quantize(typ, w)
+						if err != nil {
 							t.Fatal(err)
 						}
-						got := read(t, Y, n*s.rows)
-						want := make([]float64, n*s.rows)
-						for b := 0; b < n; b++ {
-							for row := 0; row < s.rows; row++ {
-								var sum float64
-								for c := 0; c < s.cols; c++ {
-									sum += float64(deq[row*s.cols+c]) * float64(x[b*s.cols+c])
-								}
-								if acc {
-									sum += float64(y0[b*s.rows+row])
-								}
-								want[b*s.rows+row] = sum
+						deq := make([]float32, len(w))
+						if err := quant.Dequantize(typ, data, deq); err != nil {
+							t.Fatal(err)
+						}
+						M, err := d.UploadMatrix(typ, data, s.rows, s.cols)
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer M.Free()
+						x := randn(r, n*s.cols, 1)
+						X := in(t, d, x)
+						// what the variant multiplies: exact operands, int8
+						// activations (v2 decode GEMV of quantized weights) or
+						// f16 operands (v2 tensor-core GEMM)
+						model := arithExact
+						if variant == VariantV2 {
+							if n == 1 && isQuant(typ) {
+								model = arithQ8
+							} else if n > 1 && s.cols%32 == 0 {
+								model = arithF16
 							}
 						}
-						compare(t, fmt.Sprintf("accumulate=%v", acc), got, want, 1e-5)
-					}
-				})
+						for _, acc := range []bool{false, true} {
+							Y := out(t, d, n*s.rows)
+							y0 := randn(r, n*s.rows, 1)
+							if acc {
+								if err := Y.PutFloat32(y0); err != nil {
+									t.Fatal(err)
+								}
+							}
+							if err := d.Gemm(M, X, Y, n, acc); err != nil {
+								t.Fatal(err)
+							}
+							got := read(t, Y, n*s.rows)
+							for _, m := range []arith{model, arithExact} {
+								want := make([]float64, n*s.rows)
+								for b := 0; b < n; b++ {
+									xb := m.acts(x[b*s.cols : (b+1)*s.cols])
+									for row := 0; row < s.rows; row++ {
+										sum := m.dot(deq[row*s.cols:(row+1)*s.cols], xb)
+										if acc {
+											sum += float64(y0[b*s.rows+row])
+										}
+										want[b*s.rows+row] = sum
+									}
+								}
+								tol := m.tol
+								if m.name != model.name {
+									tol = model.exactTol
+								}
+								compare(t, fmt.Sprintf("accumulate=%v against %s", acc, m.name), got, want, tol)
+							}
+						}
+					})
+				}
 			}
 		}
-	}
+	})
 }
 
 func TestGetRows(t *testing.T) {
@@ -374,7 +392,17 @@ func TestAttentionDecode(t *testing.T) {
 	cases := []struct{ heads, kv, hd, maxCtx, pos int }{
 		{8, 4, 8, 256, 0}, {8, 4, 8, 256, 255}, {32, 4, 64, 2048, 700},
 		{32, 8, 128, 4096, 4095}, {4, 4, 256, 600, 513}, {6, 2, 96, 1000, 300},
+		// v2: one split only, chunk boundaries, long context, group of 8, head_dim 40 (not a multiple of 64)
+		{32, 4, 64, 20000, 63}, {32, 4, 64, 20000, 64}, {32, 4, 64, 20000, 16999}, {16, 2, 40, 300, 299},
+		// more than 8 heads per group: v2 falls back to v1
+		{16, 1, 64, 100, 77},
 	}
+	withVariants(t, d, func(t *testing.T, variant int) {
+		testAttentionDecode(t, d, r, cases)
+	})
+}
+
+func testAttentionDecode(t *testing.T, d *Device, r *rand.Rand, cases []struct{ heads, kv, hd, maxCtx, pos int }) {
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			kvn := c.kv * c.maxCtx * c.hd

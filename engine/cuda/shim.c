@@ -36,6 +36,15 @@ static struct {
 	int (*model_decode)(sk_model *, int, int, float *, int32_t *);
 	int (*model_prefill)(sk_model *, const int32_t *, int, int, float *, int32_t *);
 	size_t (*model_weight_bytes)(const sk_model *);
+	int (*set_variant)(sk_ctx *, int);
+	int (*get_variant)(const sk_ctx *);
+	int (*matrix_upload_perm)(sk_ctx *, int, const void *, int, int, const int32_t *, sk_matrix **);
+	int (*rope_perm)(int, int, int, int, int32_t *);
+	int (*gemv_fused)(sk_ctx *, int, const sk_matrix *const *, const float *, const float *, float, const sk_epilogue *);
+	int (*gemm_fused)(sk_ctx *, int, const sk_matrix *const *, const float *, int, const sk_epilogue *);
+	int (*qkv_post)(sk_ctx *, const float *, int, const float *, const float *, float, const sk_epilogue *);
+	int (*attention)(sk_ctx *, const float *, const uint16_t *, const uint16_t *, float *, int, int, int, int, int, const int32_t *);
+	int (*model_variant)(const sk_model *);
 } skf;
 
 int sk_load(const char *path, char *err, size_t errlen) {
@@ -48,6 +57,7 @@ int sk_load(const char *path, char *err, size_t errlen) {
 	*(void **)(&skf.field) = dlsym(h, sym); \
 	if (!skf.field) { snprintf(err, errlen, "symbol %s missing", sym); return -1; }
 	SKL(abi_version, "sk_abi_version");
+	if (skf.abi_version() != SK_ABI_VERSION) return skf.abi_version(); /* the caller reports the mismatch */
 	SKL(create, "sk_create");
 	SKL(destroy, "sk_destroy");
 	SKL(error, "sk_error");
@@ -77,6 +87,15 @@ int sk_load(const char *path, char *err, size_t errlen) {
 	SKL(model_decode, "sk_model_decode");
 	SKL(model_prefill, "sk_model_prefill");
 	SKL(model_weight_bytes, "sk_model_weight_bytes");
+	SKL(set_variant, "sk_set_variant");
+	SKL(get_variant, "sk_get_variant");
+	SKL(matrix_upload_perm, "sk_matrix_upload_perm");
+	SKL(rope_perm, "sk_rope_perm");
+	SKL(gemv_fused, "sk_gemv_fused");
+	SKL(gemm_fused, "sk_gemm_fused");
+	SKL(qkv_post, "sk_qkv_post");
+	SKL(attention, "sk_attention");
+	SKL(model_variant, "sk_model_variant");
 #undef SKL
 	return skf.abi_version();
 }
@@ -110,3 +129,12 @@ int w_model_set(sk_model *m, int slot, int layer, int t, const void *d, int r, i
 int w_model_decode(sk_model *m, int tok, int pos, float *logits, int32_t *next) { return skf.model_decode(m, tok, pos, logits, next); }
 int w_model_prefill(sk_model *m, const int32_t *t, int n, int pos, float *logits, int32_t *next) { return skf.model_prefill(m, t, n, pos, logits, next); }
 size_t w_model_weight_bytes(const sk_model *m) { return skf.model_weight_bytes(m); }
+int w_set_variant(sk_ctx *c, int v) { return skf.set_variant(c, v); }
+int w_get_variant(const sk_ctx *c) { return skf.get_variant(c); }
+int w_matrix_upload_perm(sk_ctx *c, int t, const void *d, int r, int k, const int32_t *perm, sk_matrix **o) { return skf.matrix_upload_perm(c, t, d, r, k, perm, o); }
+int w_rope_perm(int nh, int hd, int rd, int neox, int32_t *perm) { return skf.rope_perm(nh, hd, rd, neox, perm); }
+int w_gemv_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, const float *nw, float eps, const sk_epilogue *e) { return skf.gemv_fused(c, nmat, w, x, nw, eps, e); }
+int w_gemm_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, int n, const sk_epilogue *e) { return skf.gemm_fused(c, nmat, w, x, n, e); }
+int w_qkv_post(sk_ctx *c, const float *qkv, int n, const float *qn, const float *kn, float eps, const sk_epilogue *e) { return skf.qkv_post(c, qkv, n, qn, kn, eps, e); }
+int w_attention(sk_ctx *c, const float *q, const uint16_t *k, const uint16_t *v, float *o, int nt, int nh, int nkv, int hd, int mc, const int32_t *p) { return skf.attention(c, q, k, v, o, nt, nh, nkv, hd, mc, p); }
+int w_model_variant(const sk_model *m) { return skf.model_variant(m); }

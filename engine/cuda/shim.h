@@ -33,5 +33,14 @@ int w_model_set(sk_model *m, int slot, int layer, int t, const void *d, int r, i
 int w_model_decode(sk_model *m, int tok, int pos, float *logits, int32_t *next);
 int w_model_prefill(sk_model *m, const int32_t *t, int n, int pos, float *logits, int32_t *next);
 size_t w_model_weight_bytes(const sk_model *m);
+int w_set_variant(sk_ctx *c, int v);
+int w_get_variant(const sk_ctx *c);
+int w_matrix_upload_perm(sk_ctx *c, int t, const void *d, int r, int k, const int32_t *perm, sk_matrix **o);
+int w_rope_perm(int nh, int hd, int rd, int neox, int32_t *perm);
+int w_gemv_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, const float *nw, float eps, const sk_epilogue *e);
+int w_gemm_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, int n, const sk_epilogue *e);
+int w_qkv_post(sk_ctx *c, const float *qkv, int n, const float *qn, const float *kn, float eps, const sk_epilogue *e);
+int w_attention(sk_ctx *c, const float *q, const uint16_t *k, const uint16_t *v, float *o, int nt, int nh, int nkv, int hd, int mc, const int32_t *p);
+int w_model_variant(const sk_model *m);
 
 #endif
