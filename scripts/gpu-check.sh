@@ -6,7 +6,11 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize; default all)
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants;
+#                                          default: kernels ops stories parity bench sanitize)
+# Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
+# (unset: the library's default, 2); the `variants` stage runs stories,
+# parity and bench once per variant, `opbench` the per-op benchmarks.
 # Results go to $OUT (default /tmp/gpu-out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +27,7 @@ if [ "$mode" = build ]; then
 fi
 
 stages=${*:-kernels ops stories parity bench sanitize}
+echo "kernel variant: ${SPARKINFER_KERNEL_VARIANT:-default}"
 has() { [[ " $stages " == *" $1 "* ]]; }
 mkdir -p "$OUT" "$MODELS"
 export SPARKINFER_KERNELS=$PWD/kernels/build/libsparkinfer_kernels.so
@@ -87,6 +92,39 @@ print(f"{r['model']}: {g.get('name')} copy {g.get('copy_gb_s',0):.0f} GB/s, weig
 for p in r["prefill"]: print(f"  prefill ctx={p['context']:>6} n={p['tokens']:>6} {p['median_tok_s']:>10.1f} tok/s")
 for p in r["decode"]: print(f"  decode  ctx={p['context']:>6} {p['median_tok_s']:>10.1f} tok/s  {p.get('roofline_pct',0):.1f}% roofline")
 PY
+	done
+fi
+
+if has opbench; then
+	log "per-op benchmarks (every variant)"
+	"$BIN/cuda.test" -test.run '^$' -test.bench "${OPBENCH:-.}" -test.benchtime ${OPBENCH_TIME:-200x} > "$OUT/opbench.log" 2>&1
+	echo "opbench exit $?"; grep -E "^Benchmark" "$OUT/opbench.log" | awk '{printf "%-70s %s %s %s %s\n", $1, $3, $4, $5, $6}'
+fi
+
+if has variants; then
+	for v in 1 2; do
+		log "variant $v: stories, parity, bench"
+		SPARKINFER_KERNEL_VARIANT=$v "$SI" generate --device cuda $K --temperature 0 --max-tokens 256 > "$OUT/stories.v$v.txt"
+		if cmp -s "$OUT/stories.v$v.txt" engine/testdata/stories260K.greedy.txt; then echo "v$v stories260K: IDENTICAL"; else echo "v$v stories260K: DIFFERS"; fi
+		for m in ${PARITY_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
+			case $m in
+			tinyllama-q8_0) synth $m llama tinyllama-1.1b Q8_0 ;;
+			tinyllama-q4_k_m) synth $m llama tinyllama-1.1b Q4_K_M ;;
+			llama2-7b-q4_k_m) synth $m llama llama2-7b Q4_K_M ;;
+			llama2-7b-q8_0) synth $m llama llama2-7b Q8_0 ;;
+			esac
+			SPARKINFER_KERNEL_VARIANT=$v "$SI" parity $K --model "$MODELS/$m.gguf" --tokens ${PARITY_TOKENS:-256} --json > "$OUT/parity-v$v-$m.json"
+			echo "v$v parity $m exit $?: $(tr -d '\n' < "$OUT/parity-v$v-$m.json" | head -c 300)"
+		done
+		for m in ${BENCH_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
+			SPARKINFER_KERNEL_VARIANT=$v "$SI" bench --device cuda $K --model "$MODELS/$m.gguf" --ctx ${BENCH_CTX:-128,4096} --tokens ${BENCH_TOKENS:-128} --runs 5 --prefill 512 --json > "$OUT/bench-v$v-$m.json" 2> "$OUT/bench-v$v-$m.err"
+			echo "v$v bench $m exit $?"; python3 - "$OUT/bench-v$v-$m.json" <<'PY'
+import json,sys
+r=json.load(open(sys.argv[1]))
+for p in r["prefill"]: print(f"  prefill ctx={p['context']:>6} n={p['tokens']:>6} {p['median_tok_s']:>10.1f} tok/s")
+for p in r["decode"]: print(f"  decode  ctx={p['context']:>6} {p['median_tok_s']:>10.1f} tok/s  {p.get('roofline_pct',0):.1f}% roofline")
+PY
+		done
 	done
 fi
 
