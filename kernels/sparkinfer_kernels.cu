@@ -1539,7 +1539,7 @@ __global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int inte
 	const int jb = tid >> 1, kb = (tid & 1) * 16;
 	const int gr = n0 + jb;
 	const bool b_ok = gr < nrows;
-	const MatDev &bm = (interleave && (gr & 1)) ? m1 : m0;
+	const MatDev bm = (interleave && (gr & 1)) ? m1 : m0;
 	const int brow = interleave ? (gr >> 1) : gr;
 
 	float4 ar0 = make_float4(0.f, 0.f, 0.f, 0.f), ar1 = ar0;
@@ -1663,9 +1663,13 @@ static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const fl
 	int rc = check_epi(ctx, epi, W[0]->rows, nmat, W[0]->rows);
 	if (rc != SK_OK) return rc;
 	const int cols = W[0]->cols;
-	if (cols % MM_BK == 0 && (!sw || W[1]->type == W[0]->type))
+	// tensor cores for quantized and F16 weights; F32/BF16 weights (tiny or
+	// reference models, and bf16's range) keep float arithmetic
+	const bool mma = cols % MM_BK == 0 && (is_quant(W[0]->type) || W[0]->type == SK_F16) &&
+	                 (!sw || is_quant(W[1]->type) || W[1]->type == SK_F16);
+	if (mma && (!sw || W[1]->type == W[0]->type))
 		return gemm_mma_launch(ctx, W[0], sw ? W[1] : nullptr, X, n, epidev(epi));
-	if (cols % MM_BK == 0 && sw) {
+	if (mma && sw) {
 		// gate and up of different types: two GEMMs, then SwiGLU
 		if (!tmp) {
 			if ((rc = reserve_tmp(ctx, (size_t)2 * n * W[0]->rows * sizeof(float))) != SK_OK) return rc;
@@ -1685,7 +1689,7 @@ static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const fl
 		CKLAUNCH(ctx);
 		return SK_OK;
 	}
-	// cols not a multiple of 32: the fused GEMV token by token
+	// cols not a multiple of 32, or float weights: the fused GEMV token by token
 	for (int t = 0; t < n && rc == SK_OK; t++) rc = gemv2_launch(ctx, nmat, W, X + (size_t)t * cols, nullptr, 0.f, epi, t);
 	return rc;
 }

@@ -193,8 +193,9 @@ int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float 
                   float eps, const sk_epilogue *epi);
 /*
  * Fused GEMM of n tokens (X: n x cols float, already normalised): the
- * tensor-core kernel (f16 operands, f32 accumulation) when cols % 32 == 0,
- * else sk_gemv_fused per token. nmat is 1, or 2 for SWIGLU. For QKV, call
+ * tensor-core kernel (f16 operands, f32 accumulation) for Q8_0/Q4_K/Q6_K/F16
+ * weights when cols % 32 == 0, else sk_gemv_fused per token (F32/BF16
+ * weights keep float arithmetic). nmat is 1, or 2 for SWIGLU. For QKV, call
  * it once per matrix with roff 0, q_dim, q_dim + kv_dim.
  */
 int sk_gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_X, int n,

@@ -225,8 +225,9 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 	return d.check("gemv_fused", C.w_gemv_fused(d.c, C.int(len(ms)), cm, fptr(x, 0), nw, C.float(eps), &ce))
 }
 
-// GemmFused runs the prefill GEMM (tensor cores, f16 operands, when cols is
-// a multiple of 32) of n tokens X (n x cols, already normalised) through
+// GemmFused runs the prefill GEMM (tensor cores with f16 operands for
+// Q8_0/Q4_K/Q6_K/F16 weights when cols is a multiple of 32; otherwise the
+// fused GEMV per token, in float for F32/BF16 weights) of n tokens X (n x cols, already normalised) through
 // the epilogue. W is one matrix, or gate and up for EpiSwiGLU; for EpiQKV
 // call it per matrix with ROff 0, q_dim, q_dim + kv_dim.
 func (d *Device) GemmFused(W []*Matrix, X *Buffer, n int, e *Epilogue) error {

@@ -165,9 +165,10 @@ func gemvModel(typ quant.Type) arith {
 	return arithExact
 }
 
-// gemmModel is the arithmetic of GemmFused for n tokens of cols.
+// gemmModel is the arithmetic of GemmFused for n tokens of cols: tensor
+// cores for quantized and F16 weights, else the fused GEMV per token.
 func gemmModel(typ quant.Type, cols int) arith {
-	if cols%32 == 0 {
+	if cols%32 == 0 && (isQuant(typ) || typ == quant.F16) {
 		return arithF16
 	}
 	return gemvModel(typ)

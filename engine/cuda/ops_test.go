@@ -172,10 +172,10 @@ func TestGemmAllTypes(t *testing.T) {
 						// f16 operands (v2 tensor-core GEMM)
 						model := arithExact
 						if variant == VariantV2 {
-							if n == 1 && isQuant(typ) {
-								model = arithQ8
-							} else if n > 1 && s.cols%32 == 0 {
-								model = arithF16
+							if n == 1 {
+								model = gemvModel(typ)
+							} else {
+								model = gemmModel(typ, s.cols)
 							}
 						}
 						for _, acc := range []bool{false, true} {
