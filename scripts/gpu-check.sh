@@ -9,7 +9,7 @@
 #   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
-# (unset: the library's default, 2); the `variants` stage runs stories,
+# (unset: the library's default, 1); the `variants` stage runs stories,
 # parity and bench once per variant, `opbench` the per-op benchmarks.
 # Results go to $OUT (default /tmp/gpu-out).
 set -uo pipefail
