@@ -210,43 +210,11 @@ func (s *bpeSession) tryAdd(m *bpeModel, left, right int) {
 	s.push(bpeBigram{left: left, right: right, l: l, r: r, rank: mg.rank})
 }
 
-func (s *bpeSession) push(b bpeBigram) {
-	h := append(s.heap, b)
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	s.heap = h
-}
+func (s *bpeSession) push(b bpeBigram) { s.heap = heapPush(s.heap, b) }
 
 func (s *bpeSession) pop() bpeBigram {
-	h := s.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		c := l
-		if r := l + 1; r < len(h) && h[r].before(h[l]) {
-			c = r
-		}
-		if !h[c].before(h[i]) {
-			break
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
-	}
-	s.heap = h
+	var top bpeBigram
+	s.heap, top = heapPop(s.heap)
 	return top
 }
 

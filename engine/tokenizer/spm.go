@@ -168,42 +168,10 @@ func (s *spmSession) tryAdd(m *spmModel, text string, left, right int) {
 	s.push(spmBigram{left: left, right: right, score: m.scores[id], size: len(str)})
 }
 
-func (s *spmSession) push(b spmBigram) {
-	h := append(s.heap, b)
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	s.heap = h
-}
+func (s *spmSession) push(b spmBigram) { s.heap = heapPush(s.heap, b) }
 
 func (s *spmSession) pop() spmBigram {
-	h := s.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		c := l
-		if r := l + 1; r < len(h) && h[r].before(h[l]) {
-			c = r
-		}
-		if !h[c].before(h[i]) {
-			break
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
-	}
-	s.heap = h
+	var top spmBigram
+	s.heap, top = heapPop(s.heap)
 	return top
 }
