@@ -96,31 +96,26 @@ type StreamOptions struct {
 // only at values that change nothing (n 1, logprobs false, ...); any other
 // field is refused, so a client never silently gets what it did not ask for.
 type ChatRequest struct {
-	Model               string          `json:"model"`
-	Messages            []ChatMessage   `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	TopK                *int            `json:"top_k"`
-	MinP                *float64        `json:"min_p"`
-	RepeatPenalty       *float64        `json:"repeat_penalty"`
-	FrequencyPenalty    *float64        `json:"frequency_penalty"`
-	PresencePenalty     *float64        `json:"presence_penalty"`
-	Seed                *json.Number    `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *StreamOptions  `json:"stream_options"`
-	N                   *int            `json:"n"`
-	Logprobs            *bool           `json:"logprobs"`
-	User                string          `json:"user"`
+	Model               string        `json:"model"`
+	Messages            []ChatMessage `json:"messages"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Logprobs            *bool         `json:"logprobs"`
+	Sampling
 }
 
 // CompletionRequest is the body of POST /v1/completions (same rules as
 // ChatRequest). Prompt is a string, or an array of exactly one string.
 type CompletionRequest struct {
-	Model            string          `json:"model"`
-	Prompt           json.RawMessage `json:"prompt"`
+	Model    string          `json:"model"`
+	Prompt   json.RawMessage `json:"prompt"`
+	Echo     *bool           `json:"echo"`
+	Logprobs *int            `json:"logprobs"`
+	Sampling
+}
+
+// Sampling holds the generation and streaming fields both request kinds
+// share.
+type Sampling struct {
 	MaxTokens        *int            `json:"max_tokens"`
 	Temperature      *float64        `json:"temperature"`
 	TopP             *float64        `json:"top_p"`
@@ -134,8 +129,6 @@ type CompletionRequest struct {
 	Stream           bool            `json:"stream"`
 	StreamOptions    *StreamOptions  `json:"stream_options"`
 	N                *int            `json:"n"`
-	Echo             *bool           `json:"echo"`
-	Logprobs         *int            `json:"logprobs"`
 	User             string          `json:"user"`
 }
 
@@ -175,24 +168,27 @@ func strictDecode(body []byte, v any) error {
 	return nil
 }
 
-// common holds the sampling fields both request kinds share.
-type common struct {
-	maxTokens                             *int
-	temperature, topP, minP, repeat, freq *float64
-	presence                              *float64
-	topK                                  *int
-	seed                                  *json.Number
-	stop                                  json.RawMessage
-	n                                     *int
+// streaming sets j's streaming fields from s.
+func (s Sampling) streaming(j *Job) error {
+	j.Stream = s.Stream
+	if s.StreamOptions != nil {
+		if !s.Stream {
+			return badRequest("stream_options", "stream_options is only allowed with stream true")
+		}
+		j.IncludeUsage = s.StreamOptions.IncludeUsage
+	}
+	return nil
 }
 
-func (c common) apply(lim Limits, r *engine.Request) error {
+// apply validates s against lim and sets r's token limit (maxTokens, nil
+// for the default), sampling parameters and stop strings.
+func (c Sampling) apply(lim Limits, maxTokens *int, r *engine.Request) error {
 	r.MaxTokens = lim.DefaultMaxTokens
-	if c.maxTokens != nil {
-		if *c.maxTokens < 1 || *c.maxTokens > lim.MaxTokens {
-			return badRequest("max_tokens", "max_tokens %d: want 1 to %d", *c.maxTokens, lim.MaxTokens)
+	if maxTokens != nil {
+		if *maxTokens < 1 || *maxTokens > lim.MaxTokens {
+			return badRequest("max_tokens", "max_tokens %d: want 1 to %d", *maxTokens, lim.MaxTokens)
 		}
-		r.MaxTokens = *c.maxTokens
+		r.MaxTokens = *maxTokens
 	}
 	// The same defaults as `sparkinfer generate`: greedy, top-p 1, no
 	// penalty, the default penalty window, seed 0.
@@ -207,37 +203,37 @@ func (c common) apply(lim Limits, r *engine.Request) error {
 		*dst = *v
 		return nil
 	}
-	if err := fl("temperature", c.temperature, 0, 2, &p.Temperature); err != nil {
+	if err := fl("temperature", c.Temperature, 0, 2, &p.Temperature); err != nil {
 		return err
 	}
-	if err := fl("top_p", c.topP, 0, 1, &p.TopP); err != nil {
+	if err := fl("top_p", c.TopP, 0, 1, &p.TopP); err != nil {
 		return err
 	}
-	if err := fl("min_p", c.minP, 0, 1, &p.MinP); err != nil {
+	if err := fl("min_p", c.MinP, 0, 1, &p.MinP); err != nil {
 		return err
 	}
-	if err := fl("repeat_penalty", c.repeat, 0.01, 10, &p.RepeatPenalty); err != nil {
+	if err := fl("repeat_penalty", c.RepeatPenalty, 0.01, 10, &p.RepeatPenalty); err != nil {
 		return err
 	}
-	if c.topK != nil {
-		if *c.topK < 0 {
-			return badRequest("top_k", "top_k %d: want 0 (off) or more", *c.topK)
+	if c.TopK != nil {
+		if *c.TopK < 0 {
+			return badRequest("top_k", "top_k %d: want 0 (off) or more", *c.TopK)
 		}
-		p.TopK = *c.topK
+		p.TopK = *c.TopK
 	}
 	for _, f := range []struct {
 		name string
 		v    *float64
-	}{{"frequency_penalty", c.freq}, {"presence_penalty", c.presence}} {
+	}{{"frequency_penalty", c.FrequencyPenalty}, {"presence_penalty", c.PresencePenalty}} {
 		if f.v != nil && *f.v != 0 {
 			return badRequest(f.name, "%s is not supported (only 0); use repeat_penalty", f.name)
 		}
 	}
-	if c.n != nil && *c.n != 1 {
-		return badRequest("n", "n %d: only one choice per request is supported", *c.n)
+	if c.N != nil && *c.N != 1 {
+		return badRequest("n", "n %d: only one choice per request is supported", *c.N)
 	}
-	if c.seed != nil {
-		s := c.seed.String()
+	if c.Seed != nil {
+		s := c.Seed.String()
 		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
 			p.Seed = u
 		} else if i, err := strconv.ParseInt(s, 10, 64); err == nil {
@@ -250,7 +246,7 @@ func (c common) apply(lim Limits, r *engine.Request) error {
 		return badRequest("", "sampling parameters: %v", err)
 	}
 	r.Sampling = p
-	stops, err := decodeStop(c.stop, lim.MaxStops)
+	stops, err := decodeStop(c.Stop, lim.MaxStops)
 	if err != nil {
 		return err
 	}
@@ -335,12 +331,9 @@ func DecodeChatRequest(body []byte, lim Limits) (*Job, error) {
 	if req.Logprobs != nil && *req.Logprobs {
 		return nil, badRequest("logprobs", "logprobs are not supported")
 	}
-	j := &Job{Model: req.Model, Chat: true, Stream: req.Stream}
-	if req.StreamOptions != nil {
-		if !req.Stream {
-			return nil, badRequest("stream_options", "stream_options is only allowed with stream true")
-		}
-		j.IncludeUsage = req.StreamOptions.IncludeUsage
+	j := &Job{Model: req.Model, Chat: true}
+	if err := req.streaming(j); err != nil {
+		return nil, err
 	}
 	for i, m := range req.Messages {
 		role := m.Role
@@ -363,9 +356,7 @@ func DecodeChatRequest(body []byte, lim Limits) (*Job, error) {
 		}
 		mt = req.MaxCompletionTokens
 	}
-	c := common{maxTokens: mt, temperature: req.Temperature, topP: req.TopP, minP: req.MinP, repeat: req.RepeatPenalty,
-		freq: req.FrequencyPenalty, presence: req.PresencePenalty, topK: req.TopK, seed: req.Seed, stop: req.Stop, n: req.N}
-	if err := c.apply(lim, &j.Request); err != nil {
+	if err := req.apply(lim, mt, &j.Request); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -387,12 +378,9 @@ func DecodeCompletionRequest(body []byte, lim Limits) (*Job, error) {
 	if req.Logprobs != nil && *req.Logprobs != 0 {
 		return nil, badRequest("logprobs", "logprobs are not supported")
 	}
-	j := &Job{Model: req.Model, Stream: req.Stream}
-	if req.StreamOptions != nil {
-		if !req.Stream {
-			return nil, badRequest("stream_options", "stream_options is only allowed with stream true")
-		}
-		j.IncludeUsage = req.StreamOptions.IncludeUsage
+	j := &Job{Model: req.Model}
+	if err := req.streaming(j); err != nil {
+		return nil, err
 	}
 	if len(req.Prompt) == 0 || string(req.Prompt) == "null" {
 		return nil, badRequest("prompt", "missing required field \"prompt\"")
@@ -406,9 +394,7 @@ func DecodeCompletionRequest(body []byte, lim Limits) (*Job, error) {
 		prompt = many[0]
 	}
 	j.Request.Prompt = prompt
-	c := common{maxTokens: req.MaxTokens, temperature: req.Temperature, topP: req.TopP, minP: req.MinP, repeat: req.RepeatPenalty,
-		freq: req.FrequencyPenalty, presence: req.PresencePenalty, topK: req.TopK, seed: req.Seed, stop: req.Stop, n: req.N}
-	if err := c.apply(lim, &j.Request); err != nil {
+	if err := req.apply(lim, req.MaxTokens, &j.Request); err != nil {
 		return nil, err
 	}
 	return j, nil
