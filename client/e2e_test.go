@@ -187,6 +187,17 @@ func (m *mitm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	rb, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		// The appliance's rate limit answered, not the appliance's evidence or
+		// generation: pass it through untouched and uncounted (the client
+		// waits and asks again).
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
+		w.Write(rb)
+		return
+	}
 	m.mu.Lock()
 	if r.URL.Path == client.AttestationPath {
 		if m.evidence != nil {
