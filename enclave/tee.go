@@ -72,8 +72,8 @@ func (e *TEEError) Unwrap() error { return e.Err }
 // OpenTEE opens the TEE named name. "auto" probes, in order, configfs-tsm
 // (TSMReportPath, TDX or SEV-SNP by its provider), TDXGuestPath and
 // SEVGuestPath, and fails with a *NoTEEError naming --tee sim when none
-// exists. "tpm" (Azure-style vTPM evidence) is not collected by this build:
-// it returns an error saying so.
+// exists. "tpm" opens an Azure TDX confidential VM's vTPM (OpenVTPM; "auto"
+// never picks it).
 func OpenTEE(name string) (TEE, error) {
 	switch name {
 	case TEESim:
@@ -110,7 +110,11 @@ func OpenTEE(name string) (TEE, error) {
 		}
 		return openSEVDevice()
 	case TEETPM:
-		return nil, &TEEError{Kind: attest.KindTDXVTPM, Err: errors.New("collecting vTPM (tdx-vtpm) evidence is not implemented in this build; use --tee tdx where the TD quote is available, or --tee sim")}
+		t, err := OpenVTPM(VTPMConfig{})
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
 	return nil, fmt.Errorf("unknown tee %q (want one of %s)", name, strings.Join(TEEs, ", "))
 }
