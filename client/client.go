@@ -83,6 +83,28 @@ type Attestation struct {
 	// fresh evidence: the policy's maximum evidence age after the earlier
 	// of the statement's issue time and the moment the request was made.
 	Expires time.Time
+
+	// key is Key()'s configuration, parsed once when the evidence was
+	// accepted (parsing an ML-KEM public key is not free), and suite its
+	// suite; nil for an Attestation not made by Attest.
+	key   *ohttp.ClientKey
+	suite keys.Suite
+}
+
+// clientKey returns the parsed key requests are encrypted to and its suite.
+func (a *Attestation) clientKey() (*ohttp.ClientKey, keys.Suite, error) {
+	if a.key != nil {
+		return a.key, a.suite, nil
+	}
+	cfg, suite, err := a.Key()
+	if err != nil {
+		return nil, keys.Suite{}, err
+	}
+	k, err := ohttp.NewClientKey(cfg)
+	if err != nil {
+		return nil, keys.Suite{}, err
+	}
+	return k, suite, nil
 }
 
 // Key returns the key configuration and suite requests are encrypted with:
@@ -244,8 +266,15 @@ func (c *Client) attest(ctx context.Context) (*Attestation, error) {
 		}
 		cfgs = append(cfgs, cfg)
 	}
-	if _, _, err := pickKey(cfgs); err != nil {
+	cfg, suite, err := pickKey(cfgs)
+	if err != nil {
 		verdict.Checks.Fail("client.hpke_key_config", "%v", err)
+		verdict.Verified = false
+		return nil, &VerificationError{Verdict: verdict, Err: err}
+	}
+	key, err := ohttp.NewClientKey(cfg)
+	if err != nil {
+		verdict.Checks.Fail("client.hpke_key_config", "key id %d: %v", cfg.KeyID, err)
 		verdict.Verified = false
 		return nil, &VerificationError{Verdict: verdict, Err: err}
 	}
@@ -266,6 +295,8 @@ func (c *Client) attest(ctx context.Context) (*Attestation, error) {
 		KeyConfigs: cfgs,
 		Nonce:      nonce,
 		Expires:    from.Add(maxEvidenceAge(c.Policy)),
+		key:        key,
+		suite:      suite,
 	}, nil
 }
 
@@ -410,7 +441,7 @@ func (c *Client) do(ctx context.Context, path string, body []byte) (*Response, e
 	if err != nil {
 		return nil, err
 	}
-	cfg, suite, err := pickKey(att.KeyConfigs)
+	key, suite, err := att.clientKey()
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +449,7 @@ func (c *Client) do(ctx context.Context, path string, body []byte) (*Response, e
 	if err != nil {
 		return nil, fmt.Errorf("client: request id: %w", err)
 	}
-	msg, creq, err := ohttp.EncapsulateRequest(cfg, suite, ohttp.Request{ID: id, Time: c.now(), Path: path, Body: body})
+	msg, creq, err := key.Encapsulate(suite, ohttp.Request{ID: id, Time: c.now(), Path: path, Body: body})
 	if err != nil {
 		return nil, fmt.Errorf("client: encrypt request: %w", err)
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"regexp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -56,6 +58,10 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.tokens, m.promptToks, m.running, m.waiting, m.generation, m.firstToken, m.attestation,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// The Go collector's default set, plus the live heap as of the
+		// last completed GC (go_gc_heap_live_bytes): garbage excluded, it
+		// shows memory growth that heap_alloc would blur.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -481,6 +481,12 @@ func TestLogsAndMetricsHoldNoContent(t *testing.T) {
 	if !strings.Contains(m, `sparkinfer_http_requests_total{route="/v1/chat/completions",status="200"} 2`) || !strings.Contains(m, "sparkinfer_generated_tokens_total 80") {
 		t.Errorf("metrics:\n%s", grep(m, "sparkinfer_"))
 	}
+	// What the load test reads to check for memory growth.
+	for _, name := range []string{"go_gc_heap_live_bytes ", "go_memstats_heap_inuse_bytes ", "go_gc_duration_seconds_count ", "go_goroutines "} {
+		if !strings.Contains(m, "\n"+name) {
+			t.Errorf("metrics lack %q:\n%s", name, grep(m, "go_"))
+		}
+	}
 	l := logs.String()
 	if !strings.Contains(l, "route=/v1/chat/completions") {
 		t.Fatalf("no request line logged:\n%s", l)

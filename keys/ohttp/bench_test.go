@@ -141,3 +141,47 @@ func BenchmarkChunk(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClient measures the client's share of one request with a 4 KiB
+// body, the key configuration parsed once (ClientKey): encapsulation and
+// opening a 4 KiB response. The gateway's part (BenchmarkGateway) runs with
+// the timer stopped.
+func BenchmarkClient(b *testing.B) {
+	ks := vectorKeySet(b)
+	body := []byte(strings.Repeat("a", 4096))
+	for _, tc := range allSuites {
+		b.Run(strings.ReplaceAll(tc.suite.String(), "/", "_"), func(b *testing.B) {
+			rc, err := NewReplayCache(1<<20, time.Minute, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			gw := &Gateway{Keys: ks, Replay: rc}
+			kp, _ := ks.Lookup(tc.keyID)
+			ck, err := NewClientKey(kp.Config())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(2 * int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				msg, cr, err := ck.Encapsulate(tc.suite, Request{Time: time.Now(), Path: "/v1/chat/completions", Body: body})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				sr, err := gw.Decapsulate(msg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp, err := sr.SealResponse(nil, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := cr.OpenResponse(resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

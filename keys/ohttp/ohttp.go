@@ -7,7 +7,10 @@
 //
 // A client encrypts a [Request] (a fresh 16-byte request id, a timestamp,
 // the HTTP path it is meant for, and the JSON body) to one of the
-// appliance's published key configurations with [EncapsulateRequest]:
+// appliance's published key configurations with [EncapsulateRequest] (a
+// client sending many requests parses the configuration once with
+// [NewClientKey] and calls [ClientKey.Encapsulate] per request; every
+// request gets a fresh encapsulation either way):
 //
 //	header     = key_id (1) || kem_id (2) || kdf_id (2) || aead_id (2)
 //	info       = "sparkinfer request v1" || 0x00 || header

@@ -5,6 +5,7 @@ import (
 	"crypto/hpke"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -530,6 +531,67 @@ func TestEncapsulateRejects(t *testing.T) {
 	req.Path = "nope"
 	if _, _, err := EncapsulateRequest(xw.Config(), keys.DefaultSuite, req); !errors.Is(err, ErrMalformedPlaintext) {
 		t.Errorf("bad path: %v", err)
+	}
+}
+
+// TestClientKeyReuse encapsulates many requests with one parsed ClientKey:
+// each has a fresh encapsulated key, and each opens, answers and is
+// answered; the ClientKey keeps its own copy of the configuration.
+func TestClientKeyReuse(t *testing.T) {
+	gw, _ := testGateway(t, 64)
+	for _, tc := range allSuites {
+		kp, _ := gw.Keys.Lookup(tc.keyID)
+		cfg := kp.Config()
+		ck, err := NewClientKey(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.PublicKey[0] ^= 1 // the caller's copy; the ClientKey must not see it
+		if got := ck.Config(); !bytes.Equal(got.PublicKey, kp.Config().PublicKey) {
+			t.Fatal("ClientKey shares the caller's public key bytes")
+		}
+		seen := map[string]bool{}
+		for i := range 4 {
+			msg, cr, err := ck.Encapsulate(tc.suite, newRequest(t, vectorTime, "/v1/completions", fmt.Sprint(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, _ := keys.KEMInfo(tc.suite.KEM)
+			enc := string(msg[HeaderSize : HeaderSize+info.Nenc])
+			if seen[enc] {
+				t.Fatalf("%s: encapsulated key reused", tc.suite)
+			}
+			seen[enc] = true
+			sr, err := gw.Decapsulate(msg)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.suite, err)
+			}
+			if string(sr.Body) != fmt.Sprint(i) {
+				t.Fatalf("%s: body %q", tc.suite, sr.Body)
+			}
+			resp, err := sr.SealResponse(nil, []byte("answer"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pt, err := cr.OpenResponse(resp); err != nil || string(pt) != "answer" {
+				t.Fatalf("%s: response %q, %v", tc.suite, pt, err)
+			}
+		}
+	}
+	ks := vectorKeySet(t)
+	xw, _ := ks.Lookup(1)
+	ck, err := NewClientKey(xw.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *keys.SuiteError
+	if _, _, err := ck.Encapsulate(keys.SuiteX25519AES128GCM, newRequest(t, vectorTime, "/v1/completions", "{}")); !errors.As(err, &se) {
+		t.Errorf("suite not offered: %v", err)
+	}
+	bad := xw.Config()
+	bad.PublicKey = bad.PublicKey[:10]
+	if _, err := NewClientKey(bad); err == nil {
+		t.Error("bad key config accepted")
 	}
 }
 
