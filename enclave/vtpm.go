@@ -348,14 +348,17 @@ func writeUserData(rw io.ReadWriter, rd [64]byte) error {
 	h := tpmutil.Handle(idx)
 	pub, err := readNVPublic(rw, idx)
 	var ne *NVIndexError
-	switch {
-	case err == nil && pub.DataSize == userDataSize:
-	case err == nil:
+	define := errors.As(err, &ne) && ne.Missing
+	if err != nil && !define {
+		return err
+	}
+	if err == nil && pub.DataSize != userDataSize {
 		if err := tpm2.NVUndefineSpace(rw, "", tpm2.HandleOwner, h); err != nil {
 			return &NVIndexError{Index: idx, Op: "undefine", Err: err}
 		}
-		fallthrough
-	case errors.As(err, &ne) && ne.Missing || err == nil:
+		define = true
+	}
+	if define {
 		np := tpm2.NVPublic{
 			NVIndex:    h,
 			NameAlg:    tpm2.AlgSHA256,
@@ -366,8 +369,6 @@ func writeUserData(rw io.ReadWriter, rd [64]byte) error {
 		if err := tpm2.NVDefineSpaceEx(rw, tpm2.HandleOwner, "", np, auth); err != nil {
 			return &NVIndexError{Index: idx, Op: "define", Err: err}
 		}
-	default:
-		return err
 	}
 	if err := tpm2.NVWrite(rw, tpm2.HandleOwner, h, "", rd[:], 0); err != nil {
 		return &NVIndexError{Index: idx, Op: "write", Err: err}
