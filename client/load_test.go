@@ -15,13 +15,16 @@ import (
 	"time"
 
 	"github.com/sparkinfer/cc/client"
+	"github.com/sparkinfer/cc/keys/ohttp"
 )
 
 // TestLoad drives the appliance with many concurrent encrypted requesters
 // on loopback. CI runs 16 clients for 5 s;
 // SPARKINFER_LOADTEST=1 runs 64 clients for 60 s. It requires no unexpected
 // error, at least one 429 (the bounded queue refusing work under overload),
-// and no goroutine growth afterwards, in this process or in the server.
+// and no goroutine growth afterwards, in this process or in the server, and
+// no growth of the server's live heap beyond what its replay cache may keep
+// (see heapGrowthBound).
 func TestLoad(t *testing.T) {
 	clients, dur := 16, 5*time.Second
 	if os.Getenv("SPARKINFER_LOADTEST") == "1" {
@@ -43,6 +46,7 @@ func TestLoad(t *testing.T) {
 	// with its own connection: the appliance rate-limits evidence requests.
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
 	c := &client.Client{BaseURL: srv.url(), Policy: devPolicy(t), HTTP: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
+	heapBefore := settledHeap(t, c, srv.url())
 	for i := range clients {
 		wg.Add(1)
 		go func(i int) {
@@ -89,6 +93,10 @@ func TestLoad(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	// The workers' idle connections hold buffers in the server: close
+	// them before measuring, as before the load there were none.
+	tr.CloseIdleConnections()
+	heapAfter := settledHeap(t, c, srv.url())
 	tr.CloseIdleConnections()
 	t.Logf("load: %d clients for %v: %d ok, %d answered 429, %d unexpected errors, %d tokens (%.1f requests/s)",
 		clients, dur, ok.Load(), busy.Load(), unexpected.Load(), tokens.Load(), float64(ok.Load())/dur.Seconds())
@@ -118,10 +126,109 @@ func TestLoad(t *testing.T) {
 	if serverAfter > serverBefore+2 {
 		t.Errorf("server goroutines: %d before, %d after", serverBefore, serverAfter)
 	}
+	opened := ok.Load() + busy.Load() + unexpected.Load() + 2*4 // and the settling chats
+	bound := heapGrowthBound(opened)
+	growth := heapAfter.live - heapBefore.live
+	t.Logf("server live heap (least of %d GCs each, over %d and %d scrapes of /metrics): %.2f MiB before, %.2f MiB after (%+.2f MiB, bound %+.2f MiB for %d opened requests); heap in use %.2f MiB before, %.2f MiB after",
+		heapBefore.gcs, heapBefore.scrapes, heapAfter.scrapes, mib(heapBefore.live), mib(heapAfter.live), mib(growth), mib(bound), opened, mib(heapBefore.inuse), mib(heapAfter.inuse))
+	if growth > bound {
+		t.Errorf("server live heap grew by %.2f MiB (%.2f -> %.2f MiB), more than the %.2f MiB its replay cache can account for", mib(growth), mib(heapBefore.live), mib(heapAfter.live), mib(bound))
+	}
+}
+
+func mib(b float64) float64 { return b / (1 << 20) }
+
+// heapGrowthBound is how much the server's live heap may legitimately grow
+// after n encrypted requests were opened: each leaves one entry in the
+// replay cache (ohttp.ReplayCache) for the clock-skew window, and neither
+// its map nor its expiry heap gives memory back when entries expire. An
+// entry is a 32-byte key in a map[[32]byte]struct{} (a slot plus a control
+// byte, tables at most 7/8 full and growing by doubling: under 80 bytes)
+// and a 40-byte expiry record in a slice growing by at most 2x (under 80
+// bytes): 160 bytes per entry (measured: 108 to 125 bytes per entry for
+// 10,000 to 65,536 entries), and the cache never holds more than
+// ohttp.DefaultReplayCapacity entries. On top, 1 MiB for the runtime's and
+// the HTTP stack's own caches (sync.Pool victims, buffer pools), below what
+// one leaked generation keeps (its KV cache alone is about 2.7 MB with the
+// embedded model).
+func heapGrowthBound(n int64) float64 {
+	return float64(1<<20) + 160*float64(min(n, int64(ohttp.DefaultReplayCapacity)))
+}
+
+// heapSample is the server's heap after settling.
+type heapSample struct {
+	live, inuse  float64 // bytes
+	gcs, scrapes int
+}
+
+// settledHeap reads the server's live heap (go_gc_heap_live_bytes: the heap
+// marked live by the last completed GC, garbage excluded). There is no way
+// to force a GC in the server from outside, and a GC's live figure also
+// counts what is allocated while it marks (a generation allocates its whole
+// KV cache at once), so it first sends a few chat requests, streamed and
+// not (first-use caches fill: the figure before the load must not miss
+// them), then, with no generation running, reads /metrics over and over:
+// each scrape allocates a little, so GCs follow while the server does
+// nothing else. It skips warmGCs GCs (the last chat's garbage) and keeps
+// the least live heap over the next settleGCs: a leak raises that floor.
+func settledHeap(t *testing.T, c *client.Client, url string) heapSample {
+	t.Helper()
+	const warmRequests, warmGCs, settleGCs, maxScrapes = 4, 2, 8, 20000
+	h := heapSample{live: -1}
+	for i := range warmRequests {
+		if i%2 == 0 {
+			if _, err := c.ChatCompletion(ctx(t), chatReq(false)); err != nil {
+				t.Fatalf("settling request: %v", err)
+			}
+			continue
+		}
+		s, err := c.ChatCompletionStream(ctx(t), chatReq(true))
+		if err != nil {
+			t.Fatalf("settling request: %v", err)
+		}
+		for err == nil {
+			_, err = s.Next()
+		}
+		s.Close()
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("settling stream: %v", err)
+		}
+	}
+	m := serverMetrics(t, url)
+	lastGC := m["go_gc_duration_seconds_count"]
+	for seen := 0; h.gcs < settleGCs; {
+		if h.scrapes == maxScrapes {
+			t.Fatalf("the server completed only %d GCs in %d scrapes of /metrics", seen, h.scrapes)
+		}
+		m = serverMetrics(t, url)
+		h.scrapes++
+		gc := m["go_gc_duration_seconds_count"]
+		if gc <= lastGC {
+			continue
+		}
+		lastGC = gc
+		if seen++; seen <= warmGCs {
+			continue
+		}
+		h.gcs++
+		if live := m["go_gc_heap_live_bytes"]; h.live < 0 || live < h.live {
+			h.live = live
+		}
+	}
+	h.inuse = m["go_memstats_heap_inuse_bytes"]
+	return h
 }
 
 // serverGoroutines reads go_goroutines from the server's /metrics.
 func serverGoroutines(t *testing.T, url string) int {
+	t.Helper()
+	return int(serverMetrics(t, url)["go_goroutines"])
+}
+
+// serverMetrics reads the server's /metrics (on a connection of its own)
+// and returns its unlabelled samples. It fails the test when one of the
+// samples the load test needs is missing.
+func serverMetrics(t *testing.T, url string) map[string]float64 {
 	t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
@@ -130,16 +237,26 @@ func serverGoroutines(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	m := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int(n)
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			t.Fatalf("/metrics: %s %q: %v", name, v, err)
+		}
+		m[name] = f
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"go_goroutines", "go_gc_duration_seconds_count", "go_gc_heap_live_bytes", "go_memstats_heap_inuse_bytes"} {
+		if _, ok := m[name]; !ok {
+			t.Fatalf("no %s in /metrics", name)
 		}
 	}
-	t.Fatal("no go_goroutines in /metrics")
-	return 0
+	return m
 }
