@@ -48,8 +48,9 @@
 //     bytes, owner and auth read/write — when missing or of another size),
 //     which makes the paravisor issue a fresh HCL report carrying rd as its
 //     "user-data";
-//  2. reads the HCL report from NV index 0x01400001 (HCLReportNVIndex,
-//     owner authorization) and parses it with attest/tpm;
+//  2. reads the HCL report from NV index 0x01400001 (HCLReportNVIndex; owner
+//     authorization with an empty password as Azure's tools use it, or the
+//     index's own where only that is allowed) and parses it with attest/tpm;
 //  3. posts its TD report (base64url, JSON {"report": …}) to the instance
 //     metadata service (VTPMConfig.IMDSQuoteURL, default
 //     http://169.254.169.254/acc/tdquote) and takes the TD quote from the

@@ -324,13 +324,30 @@ func readNVPublic(rw io.ReadWriter, idx uint32) (tpm2.NVPublic, error) {
 	return pub, nil
 }
 
-// readNV reads a whole NV index with owner authorization (empty password).
+// nvAuthHandle picks the authorization for reading (or writing) an NV index
+// with an empty password: the owner hierarchy when the index allows it (as
+// Azure's tools use), else the index's own authorization.
+func nvAuthHandle(pub tpm2.NVPublic, owner, auth tpm2.NVAttr) (tpmutil.Handle, error) {
+	switch {
+	case pub.Attributes&owner != 0:
+		return tpm2.HandleOwner, nil
+	case pub.Attributes&auth != 0:
+		return pub.NVIndex, nil
+	}
+	return 0, fmt.Errorf("attributes 0x%08x allow neither owner nor index authorization", uint32(pub.Attributes))
+}
+
+// readNV reads a whole NV index (empty password; see nvAuthHandle).
 func readNV(rw io.ReadWriter, idx uint32) ([]byte, error) {
 	pub, err := readNVPublic(rw, idx)
 	if err != nil {
 		return nil, err
 	}
-	b, err := tpm2.NVReadEx(rw, tpmutil.Handle(idx), tpm2.HandleOwner, "", 0)
+	ah, err := nvAuthHandle(pub, tpm2.AttrOwnerRead, tpm2.AttrAuthRead)
+	if err != nil {
+		return nil, &NVIndexError{Index: idx, Op: "read", Err: err}
+	}
+	b, err := tpm2.NVReadEx(rw, tpmutil.Handle(idx), ah, "", 0)
 	if err != nil {
 		return nil, &NVIndexError{Index: idx, Op: "read", Err: err}
 	}
@@ -340,9 +357,9 @@ func readNV(rw io.ReadWriter, idx uint32) ([]byte, error) {
 	return b, nil
 }
 
-// writeUserData writes rd to UserDataNVIndex, defining the index (64 bytes,
-// owner and auth read/write, SHA-256 name) when it is missing or has
-// another size.
+// writeUserData writes rd to UserDataNVIndex (empty password; see
+// nvAuthHandle), defining the index (64 bytes, owner and auth read/write,
+// SHA-256 name) when it is missing or has another size.
 func writeUserData(rw io.ReadWriter, rd [64]byte) error {
 	idx := UserDataNVIndex
 	h := tpmutil.Handle(idx)
@@ -359,18 +376,22 @@ func writeUserData(rw io.ReadWriter, rd [64]byte) error {
 		define = true
 	}
 	if define {
-		np := tpm2.NVPublic{
+		pub = tpm2.NVPublic{
 			NVIndex:    h,
 			NameAlg:    tpm2.AlgSHA256,
 			Attributes: tpm2.AttrOwnerWrite | tpm2.AttrOwnerRead | tpm2.AttrAuthWrite | tpm2.AttrAuthRead,
 			DataSize:   userDataSize,
 		}
 		auth := tpm2.AuthCommand{Session: tpm2.HandlePasswordSession, Attributes: tpm2.AttrContinueSession, Auth: tpm2.EmptyAuth}
-		if err := tpm2.NVDefineSpaceEx(rw, tpm2.HandleOwner, "", np, auth); err != nil {
+		if err := tpm2.NVDefineSpaceEx(rw, tpm2.HandleOwner, "", pub, auth); err != nil {
 			return &NVIndexError{Index: idx, Op: "define", Err: err}
 		}
 	}
-	if err := tpm2.NVWrite(rw, tpm2.HandleOwner, h, "", rd[:], 0); err != nil {
+	ah, err := nvAuthHandle(pub, tpm2.AttrOwnerWrite, tpm2.AttrAuthWrite)
+	if err != nil {
+		return &NVIndexError{Index: idx, Op: "write", Err: err}
+	}
+	if err := tpm2.NVWrite(rw, ah, h, "", rd[:], 0); err != nil {
 		return &NVIndexError{Index: idx, Op: "write", Err: err}
 	}
 	return nil

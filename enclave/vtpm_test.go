@@ -448,6 +448,25 @@ func TestVTPMSimulator(t *testing.T) {
 		}
 	})
 
+	t.Run("hcl_index_auth_read_only", func(t *testing.T) {
+		// An index readable with its own authorization but not the
+		// owner's is read that way.
+		if err := sim.ManufactureReset(); err != nil {
+			t.Fatal(err)
+		}
+		plantNV(t, sim, HCLReportNVIndex, tpm2.AttrOwnerWrite|tpm2.AttrAuthRead|tpm2.AttrNoDA, hcl)
+		plantAK(t, sim, true)
+		_, cfg := server(t, http.StatusOK, quoteAnswer(tdQuote))
+		v, err := NewVTPMTEE(sim, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := v.collect(rd)
+		if err != nil || !bytes.Equal(ev.HCLReport, hcl) {
+			t.Errorf("collect: %v (hcl report %d bytes)", err, len(ev.HCLReport))
+		}
+	})
+
 	t.Run("ak_missing", func(t *testing.T) {
 		fresh(t, hcl, false)
 		_, cfg := server(t, http.StatusOK, quoteAnswer(tdQuote))
