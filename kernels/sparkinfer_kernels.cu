@@ -38,6 +38,7 @@ struct sk_ctx {
 	float *tmp;
 	size_t tmp_bytes;
 	int g2_smem;   // dynamic shared memory limit set on k_gemv2
+	int pdl;       // launch v2 GEMVs with programmatic dependent launch
 };
 
 struct sk_matrix {
@@ -123,6 +124,13 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	c->stream = s;
 	c->variant = variant;
 	c->sm_count = sms;
+	// Programmatic dependent launch (Hopper and later, CUDA 12.3+ for graph
+	// capture): a GEMV starts moving its weights while its predecessor
+	// finishes. SPARKINFER_PDL=0 turns it off (for measurements).
+	int major = 0;
+	cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+	const char *pv = getenv("SPARKINFER_PDL");
+	c->pdl = major >= 9 && !(pv && strcmp(pv, "0") == 0);
 	return c;
 }
 
@@ -375,6 +383,52 @@ extern "C" int sk_matrix_upload_perm(sk_ctx *ctx, int type, const void *data, in
 }
 
 // ---------------------------------------------------------------- device helpers
+
+// Programmatic dependent launch. A kernel launched with it may start before
+// its predecessor in the stream has finished: it must not read what the
+// predecessor writes, nor write anything, before pdl_wait() (which waits
+// for the predecessor's completion and memory flush; a no-op for a kernel
+// launched normally). pdl_trigger() lets the successor be scheduled early.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12030
+#define SK_HAVE_PDL 1
+#endif
+
+// Launch k on the context's stream, with programmatic dependent launch when
+// the context enables it and this build's runtime supports it.
+template <typename... KArgs, typename... Args>
+static cudaError_t launch_pdl(sk_ctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+#ifdef SK_HAVE_PDL
+	if (ctx->pdl) {
+		cudaLaunchConfig_t cfg;
+		memset(&cfg, 0, sizeof cfg);
+		cfg.gridDim = grid;
+		cfg.blockDim = block;
+		cfg.dynamicSmemBytes = smem;
+		cfg.stream = ctx->stream;
+		cudaLaunchAttribute attr[1];
+		memset(attr, 0, sizeof attr);
+		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		attr[0].val.programmaticStreamSerializationAllowed = 1;
+		cfg.attrs = attr;
+		cfg.numAttrs = 1;
+		return cudaLaunchKernelEx(&cfg, k, args...);
+	}
+#endif
+	k<<<grid, block, smem, ctx->stream>>>(args...);
+	return cudaGetLastError();
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -1100,111 +1154,154 @@ struct Mats {
 	int swiglu;          // pairs are (row i of m[0], row i of m[1])
 };
 
-// Shared memory of the prologue: int8 activations + float scales (for
-// quantized matrices) and/or float activations (for float matrices).
+// Shared memory of the prologue. For quantized matrices the activation is
+// held as two int8 levels per block of 32: v ~ d1*q1 + d2*q2, where q1 =
+// round(v/d1), d1 = amax/127, and q2 quantizes the residual v - d1*q1 with
+// d2 = amax(residual)/127 (about 1/250 of the error of one level: top-1
+// agreement with float activations on flat random-weight logits), plus the
+// float sum of each block (Q4_K's min term). Float matrices read f.
 struct Xs {
-	const int8_t *q;
-	const float *d;
+	const int8_t *q, *q2;
+	const float *d, *d2, *s;
 	const float *f;
 };
 
 __device__ __forceinline__ int ld_s32(const int8_t *p) { return *(const int *)p; }
 
-// Q8_0: lane covers 16 bytes per step of 512 elements.
-__device__ __forceinline__ float dot_q8_0(const MatDev &m, int r, const Xs &x, int lane) {
-	const int cols = m.cols;
-	const int8_t *w = (const int8_t *)m.q + (size_t)r * cols;
-	const __half *ds = m.d + (size_t)r * (cols / 32);
-	float sum = 0.f;
-#pragma unroll 4
-	for (int c = lane * 16; c < cols; c += 512) {
-		const int4 wv = __ldg((const int4 *)(w + c));
-		const int4 xv = *(const int4 *)(x.q + c);
-		int acc = __dp4a(wv.x, xv.x, 0);
-		acc = __dp4a(wv.y, xv.y, acc);
-		acc = __dp4a(wv.z, xv.z, acc);
-		acc = __dp4a(wv.w, xv.w, acc);
-		sum += __half2float(ds[c >> 5]) * x.d[c >> 5] * (float)acc;
-	}
-	return sum;
+// Each lane accumulates partial dot products of two rows at once (row ra of
+// a and row rb of b, same type): the loads of both rows are in flight
+// together. The sums are warp-reduced by the caller.
+
+__device__ __forceinline__ int dp4x4(const int4 w, const int4 x) {
+	return __dp4a(w.w, x.w, __dp4a(w.z, x.z, __dp4a(w.y, x.y, __dp4a(w.x, x.x, 0))));
 }
 
-// Q4_K: 8 lanes per super-block; lane covers 16 bytes of qs (16 low and 16
-// high nibbles: elements g*64 + h*16 + [0,16) and +32).
-__device__ __forceinline__ float dot_q4_k(const MatDev &m, int r, const Xs &x, int lane) {
-	const int nsb = m.cols / 256;
-	const uint8_t *row = (const uint8_t *)m.q + (size_t)r * m.row_bytes;
-	const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1;
-	float sum = 0.f;
-#pragma unroll 2
-	for (int sb = lane >> 3; sb < nsb; sb += 4) {
-		const uint8_t *blk = row + (size_t)sb * 144;
-		const uint4 qv = __ldg((const uint4 *)(blk + 16 + g * 32 + h * 16));
-		const __half2 dm = *(const __half2 *)blk;
-		int sc1, m1, sc2, m2;
-		scale_min_k4(2 * g, blk + 4, sc1, m1);
-		scale_min_k4(2 * g + 1, blk + 4, sc2, m2);
-		const int c_lo = sb * 256 + g * 64 + h * 16;
-		const int4 xl = *(const int4 *)(x.q + c_lo);
-		const int4 xh = *(const int4 *)(x.q + c_lo + 32);
-		const int q0 = (int)qv.x, q1 = (int)qv.y, q2 = (int)qv.z, q3 = (int)qv.w;
-		int dl = __dp4a(q0 & 0x0F0F0F0F, xl.x, 0);
-		dl = __dp4a(q1 & 0x0F0F0F0F, xl.y, dl);
-		dl = __dp4a(q2 & 0x0F0F0F0F, xl.z, dl);
-		dl = __dp4a(q3 & 0x0F0F0F0F, xl.w, dl);
-		int dh = __dp4a((q0 >> 4) & 0x0F0F0F0F, xh.x, 0);
-		dh = __dp4a((q1 >> 4) & 0x0F0F0F0F, xh.y, dh);
-		dh = __dp4a((q2 >> 4) & 0x0F0F0F0F, xh.z, dh);
-		dh = __dp4a((q3 >> 4) & 0x0F0F0F0F, xh.w, dh);
-		int sl = __dp4a(0x01010101, xl.x, 0);
-		sl = __dp4a(0x01010101, xl.y, sl);
-		sl = __dp4a(0x01010101, xl.z, sl);
-		sl = __dp4a(0x01010101, xl.w, sl);
-		int sh = __dp4a(0x01010101, xh.x, 0);
-		sh = __dp4a(0x01010101, xh.y, sh);
-		sh = __dp4a(0x01010101, xh.z, sh);
-		sh = __dp4a(0x01010101, xh.w, sh);
-		const float d = __low2float(dm), dmin = __high2float(dm);
-		const float xdl = x.d[c_lo >> 5], xdh = x.d[(c_lo + 32) >> 5];
-		sum += xdl * (d * sc1 * (float)dl - dmin * m1 * (float)sl) + xdh * (d * sc2 * (float)dh - dmin * m2 * (float)sh);
+// Q8_0: lane covers 16 bytes per step of 512 elements.
+__device__ __forceinline__ void dot2_q8_0(const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x, int lane,
+                                          float &sa, float &sb) {
+	const int cols = a.cols;
+	const int8_t *wa = (const int8_t *)a.q + (size_t)ra * cols, *wb = (const int8_t *)b.q + (size_t)rb * cols;
+	const __half *da = a.d + (size_t)ra * (cols / 32), *db = b.d + (size_t)rb * (cols / 32);
+	float s0 = 0.f, s1 = 0.f;
+#pragma unroll 4
+	for (int c = lane * 16; c < cols; c += 512) {
+		const int4 va = __ldg((const int4 *)(wa + c));
+		const int4 vb = __ldg((const int4 *)(wb + c));
+		const float fa = __half2float(__ldg(da + (c >> 5))), fb = __half2float(__ldg(db + (c >> 5)));
+		const int4 xv = *(const int4 *)(x.q + c);
+		const int4 xr = *(const int4 *)(x.q2 + c);
+		const float d1 = x.d[c >> 5], d2 = x.d2[c >> 5];
+		s0 += fa * (d1 * (float)dp4x4(va, xv) + d2 * (float)dp4x4(va, xr));
+		s1 += fb * (d1 * (float)dp4x4(vb, xv) + d2 * (float)dp4x4(vb, xr));
 	}
-	return sum;
+	sa = s0;
+	sb = s1;
+}
+
+// Q4_K: 8 lanes per super-block; lane (g, h) covers 16 bytes of qs (16 low
+// and 16 high nibbles: elements g*64 + h*16 + [0,16) and +32). The block's
+// 16-byte header {d, dmin, scales[12]} is one load.
+__device__ __forceinline__ float q4k_part(const uint4 hd, const uint4 qv, int g, int h, const int4 xl,
+                                          const int4 xh, const int4 rl, const int4 rh, const Xs &x, int bl,
+                                          int bh) {
+	// scales and mins of sub-blocks j = 2g and 2g+1 (ggml's get_scale_min_k4)
+	int sc[2], mn[2];
+#pragma unroll
+	for (int t = 0; t < 2; t++) {
+		const int j = 2 * g + t, sh = 8 * (j & 3);
+		const int by = (hd.y >> sh) & 0xFF, bz = (hd.z >> sh) & 0xFF, bw = (hd.w >> sh) & 0xFF;
+		if (j < 4) {
+			sc[t] = by & 63;
+			mn[t] = bz & 63;
+		} else {
+			sc[t] = (bw & 0xF) | ((by >> 6) << 4);
+			mn[t] = (bw >> 4) | ((bz >> 6) << 4);
+		}
+	}
+	const int4 lo = make_int4((int)qv.x & 0x0F0F0F0F, (int)qv.y & 0x0F0F0F0F, (int)qv.z & 0x0F0F0F0F,
+	                          (int)qv.w & 0x0F0F0F0F);
+	const int4 hi = make_int4(((int)qv.x >> 4) & 0x0F0F0F0F, ((int)qv.y >> 4) & 0x0F0F0F0F,
+	                          ((int)qv.z >> 4) & 0x0F0F0F0F, ((int)qv.w >> 4) & 0x0F0F0F0F);
+	const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFF)));
+	const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+	float s = d * ((float)sc[0] * (x.d[bl] * (float)dp4x4(lo, xl) + x.d2[bl] * (float)dp4x4(lo, rl)) +
+	               (float)sc[1] * (x.d[bh] * (float)dp4x4(hi, xh) + x.d2[bh] * (float)dp4x4(hi, rh)));
+	// the min term over the whole block of 32, once per lane pair
+	if (h == 0) s -= dmin * ((float)mn[0] * x.s[bl] + (float)mn[1] * x.s[bh]);
+	return s;
+}
+
+__device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x, int lane,
+                                          float &sa, float &sb) {
+	const int nsb = a.cols / 256;
+	const uint8_t *pa = (const uint8_t *)a.q + (size_t)ra * a.row_bytes;
+	const uint8_t *pb = (const uint8_t *)b.q + (size_t)rb * b.row_bytes;
+	const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1, qo = 16 + g * 32 + h * 16;
+	float s0 = 0.f, s1 = 0.f;
+#pragma unroll 4
+	for (int sb = lane >> 3; sb < nsb; sb += 4) {
+		const uint4 ha = __ldg((const uint4 *)(pa + (size_t)sb * 144));
+		const uint4 hb = __ldg((const uint4 *)(pb + (size_t)sb * 144));
+		const uint4 qa = __ldg((const uint4 *)(pa + (size_t)sb * 144 + qo));
+		const uint4 qb = __ldg((const uint4 *)(pb + (size_t)sb * 144 + qo));
+		const int c = sb * 256 + g * 64 + h * 16;
+		const int4 xl = *(const int4 *)(x.q + c), xh = *(const int4 *)(x.q + c + 32);
+		const int4 rl = *(const int4 *)(x.q2 + c), rh = *(const int4 *)(x.q2 + c + 32);
+		const int bl = c >> 5, bh = bl + 1;
+		s0 += q4k_part(ha, qa, g, h, xl, xh, rl, rh, x, bl, bh);
+		s1 += q4k_part(hb, qb, g, h, xl, xh, rl, rh, x, bl, bh);
+	}
+	sa = s0;
+	sb = s1;
 }
 
 // Q6_K: 8 lanes per super-block; lane (n, p) covers l in [8p, 8p+8) of the
 // four quarters of half n: elements n*128 + quarter*32 + 8p + [0,8).
-__device__ __forceinline__ float dot_q6_k(const MatDev &m, int r, const Xs &x, int lane) {
-	const int nsb = m.cols / 256;
-	const uint8_t *row = (const uint8_t *)m.q + (size_t)r * m.row_bytes;
-	const __half *ds = m.d + (size_t)r * nsb;
+__device__ __forceinline__ float q6k_part(const uint2 ql0, const uint2 ql1, const uint2 qh, const uint2 scw, int is,
+                                          float d, const Xs &x, int c0) {
+	float part = 0.f;
+#pragma unroll
+	for (int quarter = 0; quarter < 4; quarter++) {
+		const uint32_t lo0 = (quarter & 1) ? ql1.x : ql0.x, lo1 = (quarter & 1) ? ql1.y : ql0.y;
+		const int shl = (quarter >= 2) ? 4 : 0, shh = 2 * quarter;
+		// 6-bit values minus 32, per byte: signed int8 in [-32, 31]
+		const int w0 = (int)__vsub4(((lo0 >> shl) & 0x0F0F0F0Fu) | (((qh.x >> shh) & 0x03030303u) << 4), 0x20202020u);
+		const int w1 = (int)__vsub4(((lo1 >> shl) & 0x0F0F0F0Fu) | (((qh.y >> shh) & 0x03030303u) << 4), 0x20202020u);
+		const int c = c0 + quarter * 32;
+		const int2 xv = *(const int2 *)(x.q + c);
+		const int2 xr = *(const int2 *)(x.q2 + c);
+		const int dq = __dp4a(w1, xv.y, __dp4a(w0, xv.x, 0));
+		const int er = __dp4a(w1, xr.y, __dp4a(w0, xr.x, 0));
+		// scale is + 2*quarter of the half's eight
+		const uint32_t sw = quarter < 2 ? scw.x : scw.y;
+		const int sc = (int)(int8_t)(sw >> (8 * (is + 2 * (quarter & 1))));
+		part += (float)sc * (x.d[c >> 5] * (float)dq + x.d2[c >> 5] * (float)er);
+	}
+	return d * part;
+}
+
+__device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x, int lane,
+                                          float &sa, float &sb) {
+	const int nsb = a.cols / 256;
+	const uint8_t *pa = (const uint8_t *)a.q + (size_t)ra * a.row_bytes;
+	const uint8_t *pb = (const uint8_t *)b.q + (size_t)rb * b.row_bytes;
+	const __half *da = a.d + (size_t)ra * nsb, *db = b.d + (size_t)rb * nsb;
 	const int l8 = lane & 7, n = l8 >> 2, p = l8 & 3, l0 = p * 8, is = p >> 1;
-	float sum = 0.f;
+	float s0 = 0.f, s1 = 0.f;
 #pragma unroll 2
 	for (int sb = lane >> 3; sb < nsb; sb += 4) {
-		const uint8_t *blk = row + (size_t)sb * 208;
-		const uint2 qa = __ldg((const uint2 *)(blk + n * 64 + l0));
-		const uint2 qc = __ldg((const uint2 *)(blk + n * 64 + 32 + l0));
-		const uint2 qh = __ldg((const uint2 *)(blk + 128 + n * 32 + l0));
-		const int8_t *sc = (const int8_t *)(blk + 192) + n * 8;
-		const float d = __half2float(ds[sb]);
+		const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
+		const uint2 a0 = __ldg((const uint2 *)(ba + n * 64 + l0)), a1 = __ldg((const uint2 *)(ba + n * 64 + 32 + l0));
+		const uint2 ah = __ldg((const uint2 *)(ba + 128 + n * 32 + l0)), as = __ldg((const uint2 *)(ba + 192 + n * 8));
+		const uint2 b0 = __ldg((const uint2 *)(bb + n * 64 + l0)), b1 = __ldg((const uint2 *)(bb + n * 64 + 32 + l0));
+		const uint2 bh = __ldg((const uint2 *)(bb + 128 + n * 32 + l0)), bs = __ldg((const uint2 *)(bb + 192 + n * 8));
+		const float fa = __half2float(__ldg(da + sb)), fb = __half2float(__ldg(db + sb));
 		const int c0 = sb * 256 + n * 128 + l0;
-		float part = 0.f;
-#pragma unroll
-		for (int quarter = 0; quarter < 4; quarter++) {
-			const uint32_t lo0 = (quarter & 1) ? qc.x : qa.x, lo1 = (quarter & 1) ? qc.y : qa.y;
-			const int shl = (quarter >= 2) ? 4 : 0, shh = 2 * quarter;
-			const int w0 = (int)(((lo0 >> shl) & 0x0F0F0F0Fu) | (((qh.x >> shh) & 0x03030303u) << 4));
-			const int w1 = (int)(((lo1 >> shl) & 0x0F0F0F0Fu) | (((qh.y >> shh) & 0x03030303u) << 4));
-			const int2 xv = *(const int2 *)(x.q + c0 + quarter * 32);
-			int dq = __dp4a(w0, xv.x, 0);
-			dq = __dp4a(w1, xv.y, dq);
-			int sx = __dp4a(0x01010101, xv.x, 0);
-			sx = __dp4a(0x01010101, xv.y, sx);
-			part += (float)sc[is + 2 * quarter] * x.d[(c0 + quarter * 32) >> 5] * (float)(dq - 32 * sx);
-		}
-		sum += d * part;
+		s0 += q6k_part(a0, a1, ah, as, is, fa, x, c0);
+		s1 += q6k_part(b0, b1, bh, bs, is, fb, x, c0);
 	}
-	return sum;
+	sa = s0;
+	sb = s1;
 }
 
 template <int T>
@@ -1244,28 +1341,81 @@ __device__ __forceinline__ float dot_float(const MatDev &m, int r, const Xs &x, 
 	return sum;
 }
 
-__device__ __forceinline__ float dot_row(int type, const MatDev &m, int r, const Xs &x, int lane) {
+// Partial dots of two rows of the same type (pass ra == rb, a == b for one).
+__device__ __forceinline__ void dot2_row(int type, const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x,
+                                         int lane, float &sa, float &sb) {
 	switch (type) {
-	case SK_Q8_0: return dot_q8_0(m, r, x, lane);
-	case SK_Q4_K: return dot_q4_k(m, r, x, lane);
-	case SK_Q6_K: return dot_q6_k(m, r, x, lane);
-	case SK_F32: return dot_float<SK_F32>(m, r, x, lane);
-	case SK_F16: return dot_float<SK_F16>(m, r, x, lane);
-	case SK_BF16: return dot_float<SK_BF16>(m, r, x, lane);
+	case SK_Q8_0: dot2_q8_0(a, ra, b, rb, x, lane, sa, sb); return;
+	case SK_Q4_K: dot2_q4_k(a, ra, b, rb, x, lane, sa, sb); return;
+	case SK_Q6_K: dot2_q6_k(a, ra, b, rb, x, lane, sa, sb); return;
+	case SK_F32:
+		sa = dot_float<SK_F32>(a, ra, x, lane);
+		sb = dot_float<SK_F32>(b, rb, x, lane);
+		return;
+	case SK_F16:
+		sa = dot_float<SK_F16>(a, ra, x, lane);
+		sb = dot_float<SK_F16>(b, rb, x, lane);
+		return;
+	case SK_BF16:
+		sa = dot_float<SK_BF16>(a, ra, x, lane);
+		sb = dot_float<SK_BF16>(b, rb, x, lane);
+		return;
 	}
-	return 0.f;
+	sa = sb = 0.f;
 }
 
-// Dot of launch row R (concatenated) with x. Constant indices only: a
-// run-time index into the parameter struct would copy it to local memory.
-__device__ __forceinline__ float dot_cat(const Mats &ms, int R, const Xs &x, int lane) {
-	if (ms.nmat == 1 || R < ms.end[0]) return dot_row(ms.type[0], ms.m[0], R, x, lane);
-	if (ms.nmat == 2 || R < ms.end[1]) return dot_row(ms.type[1], ms.m[1], R - ms.end[0], x, lane);
-	return dot_row(ms.type[2], ms.m[2], R - ms.end[1], x, lane);
+// Where the rows of pair p live: rows 2p and 2p+1 of the concatenation
+// (both in one matrix: every matrix but the last has even rows), or for
+// SwiGLU row p of m[0] and row p of m[1]. Constant indices only: a run-time
+// index into the parameter struct would copy it to local memory.
+struct PairLoc {
+	MatDev a, b;
+	int ta, tb, ra, rb;
+	bool has1;
+};
+
+__device__ __forceinline__ PairLoc locate(const Mats &ms, int p, int total) {
+	PairLoc L;
+	if (ms.swiglu) {
+		L.a = ms.m[0];
+		L.b = ms.m[1];
+		L.ta = ms.type[0];
+		L.tb = ms.type[1];
+		L.ra = L.rb = p;
+		L.has1 = true;
+		return L;
+	}
+	const int R = 2 * p;
+	if (ms.nmat == 1 || R < ms.end[0]) {
+		L.a = ms.m[0];
+		L.ta = ms.type[0];
+		L.ra = R;
+	} else if (ms.nmat == 2 || R < ms.end[1]) {
+		L.a = ms.m[1];
+		L.ta = ms.type[1];
+		L.ra = R - ms.end[0];
+	} else {
+		L.a = ms.m[2];
+		L.ta = ms.type[2];
+		L.ra = R - ms.end[1];
+	}
+	L.b = L.a;
+	L.tb = L.ta;
+	L.has1 = R + 1 < total;
+	L.rb = L.has1 ? L.ra + 1 : L.ra;
+	return L;
+}
+
+// Ask L2 for row r of m (its main data) ahead of use.
+__device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
+	const char *base = (const char *)m.q + (size_t)r * m.row_bytes;
+	for (size_t off = (size_t)lane * 128; off < m.row_bytes; off += 32 * 128)
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
 }
 
 // grid-stride over row pairs; block G2_WARPS warps; dynamic shared memory:
-// [int8 q: cols][float d: cols/32][float f: cols] as needed (16-byte aligned).
+// [int8 q1: cols][int8 q2: cols][float d1, d2, sum: cols/32 each][float f: cols]
+// as needed (16-byte aligned).
 __global__ void __launch_bounds__(G2_WARPS * 32) k_gemv2(Mats ms, const float *__restrict__ x,
                                                          const float *__restrict__ normw, float eps, int need_q,
                                                          int need_f, int t0, EpiDev e) {
@@ -1275,15 +1425,42 @@ __global__ void __launch_bounds__(G2_WARPS * 32) k_gemv2(Mats ms, const float *_
 	const int qbytes = need_q ? ((cols + 15) & ~15) : 0;
 	const int dbytes = need_q ? (((cols / 32) * 4 + 15) & ~15) : 0;
 	int8_t *xq = (int8_t *)g2_smem;
-	float *xd = (float *)(g2_smem + qbytes);
-	float *xf = (float *)(g2_smem + qbytes + dbytes);
+	int8_t *xq2 = xq + qbytes;
+	float *xd = (float *)(g2_smem + 2 * qbytes);
+	float *xd2 = (float *)(g2_smem + 2 * qbytes + dbytes);
+	float *xsum = (float *)(g2_smem + 2 * qbytes + 2 * dbytes);
+	float *xf = (float *)(g2_smem + 2 * qbytes + 3 * dbytes);
 	__shared__ float red[G2_WARPS];
+	const int total = ms.end[ms.nmat - 1];
+	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
+
+	// the weights do not depend on x: start their first rows moving to L2
+	// while the prologue runs
+	const int p0 = blockIdx.x * G2_WARPS + warp;
+	if (p0 < npairs) {
+		const PairLoc L = locate(ms, p0, total);
+		prefetch_row(L.a, L.ra, lane);
+		if (L.has1) prefetch_row(L.b, L.rb, lane);
+	}
+	// (launched with programmatic dependent launch: x and the epilogue's
+	// outputs belong to the predecessor until here)
+	pdl_trigger();
+	pdl_wait();
 
 	// prologue: the norm scale, then the activation in shared memory
+	const bool vec = (cols & 3) == 0 && ((uintptr_t)x & 15) == 0;
 	float scale = 1.f;
 	if (normw) {
 		float ss = 0.f;
-		for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += x[i] * x[i];
+		if (vec) {
+			const float4 *x4 = (const float4 *)x;
+			for (int i = threadIdx.x; i < cols / 4; i += blockDim.x) {
+				const float4 v = x4[i];
+				ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+			}
+		} else {
+			for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += x[i] * x[i];
+		}
 		ss = warp_sum(ss);
 		if (lane == 0) red[warp] = ss;
 		__syncthreads();
@@ -1296,38 +1473,73 @@ __global__ void __launch_bounds__(G2_WARPS * 32) k_gemv2(Mats ms, const float *_
 		for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? x[i] * scale * normw[i] : x[i];
 	}
 	if (need_q) {
-		// a warp quantizes 32-element groups, one element per lane
-		for (int g = warp; g < cols / 32; g += G2_WARPS) {
-			const int i = g * 32 + lane;
-			const float v = normw ? x[i] * scale * normw[i] : x[i];
-			const float amax = warp_max(fabsf(v));
+		// 8 lanes per block of 32 (4 elements each), 4 blocks per warp step;
+		// the loop is warp-uniform for the shuffles
+		const int ngroups = cols / 32;
+		for (int base = warp * 4; base < ngroups; base += G2_WARPS * 4) {
+			const int g = base + (lane >> 3);
+			const bool ok = g < ngroups;
+			const int i = g * 32 + (lane & 7) * 4;
+			float v[4] = {0.f, 0.f, 0.f, 0.f};
+			if (ok) {
+#pragma unroll
+				for (int k = 0; k < 4; k++) v[k] = normw ? x[i + k] * scale * normw[i + k] : x[i + k];
+			}
+			float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+			for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
 			const float d = amax / 127.f;
 			const float id = d > 0.f ? 1.f / d : 0.f;
-			xq[i] = (int8_t)__float2int_rn(v * id);
-			if (lane == 0) xd[g] = d;
+			float q[4], res[4];
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				q[k] = rintf(v[k] * id);
+				res[k] = __fmaf_rn(-q[k], d, v[k]);
+			}
+			float amax2 = fmaxf(fmaxf(fabsf(res[0]), fabsf(res[1])), fmaxf(fabsf(res[2]), fabsf(res[3])));
+#pragma unroll
+			for (int o = 4; o > 0; o >>= 1) amax2 = fmaxf(amax2, __shfl_xor_sync(0xffffffffu, amax2, o));
+			const float d2 = amax2 / 127.f;
+			const float id2 = d2 > 0.f ? 1.f / d2 : 0.f;
+			float s = (v[0] + v[1]) + (v[2] + v[3]);
+#pragma unroll
+			for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+			if (ok) {
+				char4 c1, c2;
+				c1.x = (signed char)(int)q[0];
+				c1.y = (signed char)(int)q[1];
+				c1.z = (signed char)(int)q[2];
+				c1.w = (signed char)(int)q[3];
+				c2.x = (signed char)__float2int_rn(res[0] * id2);
+				c2.y = (signed char)__float2int_rn(res[1] * id2);
+				c2.z = (signed char)__float2int_rn(res[2] * id2);
+				c2.w = (signed char)__float2int_rn(res[3] * id2);
+				*(char4 *)(xq + i) = c1;
+				*(char4 *)(xq2 + i) = c2;
+				if ((lane & 7) == 0) {
+					xd[g] = d;
+					xd2[g] = d2;
+					xsum[g] = s;
+				}
+			}
 		}
 	}
 	__syncthreads();
-	const Xs xs{xq, xd, xf};
+	const Xs xs{xq, xq2, xd, xd2, xsum, xf};
 
-	const int total = ms.end[ms.nmat - 1];
-	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
-	for (int p = blockIdx.x * G2_WARPS + warp; p < npairs; p += gridDim.x * G2_WARPS) {
-		float s0, s1 = 0.f;
-		bool has1;
-		if (ms.swiglu) {
-			s0 = dot_row(ms.type[0], ms.m[0], p, xs, lane);
-			s1 = dot_row(ms.type[1], ms.m[1], p, xs, lane);
-			has1 = true;
+	for (int p = p0; p < npairs; p += gridDim.x * G2_WARPS) {
+		const PairLoc L = locate(ms, p, total);
+		float s0, s1;
+		if (L.ta == L.tb) {
+			dot2_row(L.ta, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
 		} else {
-			const int R = 2 * p;
-			s0 = dot_cat(ms, R, xs, lane);
-			has1 = R + 1 < total;
-			if (has1) s1 = dot_cat(ms, R + 1, xs, lane);
+			float unused;
+			dot2_row(L.ta, L.a, L.ra, L.a, L.ra, xs, lane, s0, unused);
+			dot2_row(L.tb, L.b, L.rb, L.b, L.rb, xs, lane, s1, unused);
 		}
 		s0 = warp_sum(s0);
 		s1 = warp_sum(s1);
-		if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, has1);
+		if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, L.has1);
 	}
 }
 
@@ -1381,7 +1593,7 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	if (rc != SK_OK) return rc;
 	const int cols = W[0]->cols;
 	size_t smem = 0;
-	if (need_q) smem += (((size_t)cols + 15) & ~(size_t)15) + ((((size_t)cols / 32) * 4 + 15) & ~(size_t)15);
+	if (need_q) smem += 2 * (((size_t)cols + 15) & ~(size_t)15) + 3 * ((((size_t)cols / 32) * 4 + 15) & ~(size_t)15);
 	if (need_f) smem += (size_t)cols * 4;
 	if (smem > 48 * 1024 && (int)smem > ctx->g2_smem) {
 		if (smem > 200 * 1024) return fail(ctx, SK_E_UNSUPPORTED, "sk_gemv_fused: %d cols too long", cols);
@@ -1390,11 +1602,15 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	}
 	const int npairs = ms.swiglu ? W[0]->rows : (total + 1) / 2;
 	const int tiles = (npairs + G2_WARPS - 1) / G2_WARPS;
-	const int maxgrid = ctx->sm_count * 4;
+	// one wave: as many blocks as fit on the GPU at once, each warp taking
+	// an equal share of pairs (a second, partial wave would idle most SMs)
+	int per_sm = 0;
+	CK(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_gemv2, G2_WARPS * 32, smem));
+	const int maxgrid = ctx->sm_count * std::max(per_sm, 1);
 	const int per = (tiles + maxgrid - 1) / maxgrid;
 	const int grid = (tiles + per - 1) / per;
-	k_gemv2<<<grid, G2_WARPS * 32, smem, ctx->stream>>>(ms, x, normw, eps, need_q, need_f, t0, epidev(epi));
-	CKLAUNCH(ctx);
+	CK(ctx, launch_pdl(ctx, k_gemv2, dim3(grid), dim3(G2_WARPS * 32), smem, ms, x, normw, eps, need_q, need_f, t0,
+	                   epidev(epi)));
 	return SK_OK;
 }
 
@@ -1718,7 +1934,9 @@ static int reserve_tmp(sk_ctx *ctx, size_t bytes) {
 // split length follows the actual length n = *pos + 1 (read on the device):
 // chunk = max(ATT2_MIN, ceil(n / nsplit)) rounded up to 32; blocks past n
 // exit. Each warp takes 32 keys at a time, one key per lane (scores for all
-// G heads), then accumulates P V with the lanes over head dimensions.
+// G heads), then accumulates P V with the lanes over head dimensions. The
+// last split block of a kv head to finish (an atomic counter per kv head)
+// combines the splits' partials into the output.
 
 #define ATT2_WARPS 4
 #define ATT2_MIN 64
@@ -1765,8 +1983,9 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 
 template <int MAXG, int MAXD2>
 __global__ void __launch_bounds__(ATT2_WARPS * 32) k_attn2_split(const float *q, const __half *kc, const __half *vc,
-                                                                 float *part, int n_head, int n_kv, int hd,
-                                                                 int max_ctx, int nsplit, const int32_t *pos) {
+                                                                 float *part, float *out, int *counter, int n_head,
+                                                                 int n_kv, int hd, int max_ctx, int nsplit,
+                                                                 const int32_t *pos) {
 	__shared__ __align__(16) float qs[MAXG * 256];
 	__shared__ float sm[ATT2_WARPS][MAXG], sl[ATT2_WARPS][MAXG];
 	__shared__ __align__(16) float sacc[ATT2_WARPS][MAXG][MAXD2 * 64];
@@ -1874,22 +2093,33 @@ __global__ void __launch_bounds__(ATT2_WARPS * 32) k_attn2_split(const float *q,
 			o[1] = L;
 		}
 	}
-}
-
-// grid (n_head)
-__global__ void k_attn2_combine(const float *part, float *out, int hd, int max_ctx, int nsplit, const int32_t *pos) {
-	const int h = blockIdx.x;
-	const int n = min(*pos + 1, max_ctx);
-	const int ns = (n + att2_chunk(n, nsplit) - 1) / att2_chunk(n, nsplit);
-	const float *pb = part + (size_t)h * nsplit * (hd + 2);
-	float M = -INFINITY;
-	for (int s = 0; s < ns; s++) M = fmaxf(M, pb[(size_t)s * (hd + 2)]);
-	float L = 0.f;
-	for (int s = 0; s < ns; s++) L += pb[(size_t)s * (hd + 2) + 1] * __expf(pb[(size_t)s * (hd + 2)] - M);
-	for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-		float a = 0.f;
-		for (int s = 0; s < ns; s++) a += pb[(size_t)s * (hd + 2) + 2 + d] * __expf(pb[(size_t)s * (hd + 2)] - M);
-		out[(size_t)h * hd + d] = a / L;
+	// The last block of this kv head to finish combines the partials of all
+	// splits (max-rescaled sums of l and of the weighted values) and resets
+	// the counter for the next call: no second kernel.
+	__shared__ int s_last;
+	__threadfence();
+	__syncthreads();
+	const int ns = (n + chunk - 1) / chunk;
+	if (threadIdx.x == 0) {
+		const int done = atomicAdd(&counter[kvh], 1);
+		s_last = done == ns - 1;
+		if (s_last) counter[kvh] = 0;
+	}
+	__syncthreads();
+	if (!s_last) return;
+	__threadfence();
+	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
+		const int g = idx / hd, d = idx - g * hd;
+		const float *pb = part + (size_t)(kvh * G + g) * nsplit * (hd + 2);
+		float M = -INFINITY;
+		for (int j = 0; j < ns; j++) M = fmaxf(M, __ldcg(pb + (size_t)j * (hd + 2)));
+		float L = 0.f, a = 0.f;
+		for (int j = 0; j < ns; j++) {
+			const float f = __expf(__ldcg(pb + (size_t)j * (hd + 2)) - M);
+			L += __ldcg(pb + (size_t)j * (hd + 2) + 1) * f;
+			a += __ldcg(pb + (size_t)j * (hd + 2) + 2 + d) * f;
+		}
+		out[(size_t)(kvh * G + g) * hd + d] = a / L;
 	}
 }
 
@@ -1897,25 +2127,29 @@ static bool att2_ok(int n_head, int n_kv, int hd) {
 	return n_kv > 0 && n_head % n_kv == 0 && n_head / n_kv <= ATT2_MAXG && hd % 8 == 0 && hd <= 256 && hd > 0;
 }
 
-// scratch: partials of n_head x nsplit x (hd + 2) floats
+// scratch: partials of n_head x nsplit x (hd + 2) floats, then n_kv int
+// counters (zero between calls: the combining block resets its own)
+static size_t attn2_scratch_bytes(int n_head, int n_kv, int hd, int nsplit) {
+	return (size_t)n_head * nsplit * (hd + 2) * sizeof(float) + (size_t)n_kv * sizeof(int);
+}
+
 static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
                         int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit) {
 	const int G = n_head / n_kv;
 	const int mg = G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8;
 	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
+	int *counter = (int *)(part + (size_t)n_head * nsplit * (hd + 2));
 	dim3 grid(n_kv, nsplit);
 	cudaStream_t s = ctx->stream;
 #define ATT2_CASE(MG, MD)                                                                                          \
 	if (mg == MG && md == MD)                                                                                      \
-		k_attn2_split<MG, MD><<<grid, ATT2_WARPS * 32, 0, s>>>(q, kc, vc, part, n_head, n_kv, hd, max_ctx, nsplit, pos);
+		k_attn2_split<MG, MD><<<grid, ATT2_WARPS * 32, 0, s>>>(q, kc, vc, part, out, counter, n_head, n_kv, hd,     \
+		                                                       max_ctx, nsplit, pos);
 	ATT2_CASE(1, 1) ATT2_CASE(1, 2) ATT2_CASE(1, 4)
 	ATT2_CASE(2, 1) ATT2_CASE(2, 2) ATT2_CASE(2, 4)
 	ATT2_CASE(4, 1) ATT2_CASE(4, 2) ATT2_CASE(4, 4)
 	ATT2_CASE(8, 1) ATT2_CASE(8, 2) ATT2_CASE(8, 4)
 #undef ATT2_CASE
-	CKLAUNCH(ctx);
-	const int threads = hd < 32 ? 32 : (hd > 256 ? 256 : ((hd + 31) / 32) * 32);
-	k_attn2_combine<<<n_head, threads, 0, s>>>(part, out, hd, max_ctx, nsplit, pos);
 	CKLAUNCH(ctx);
 	return SK_OK;
 }
@@ -2046,8 +2280,11 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 	if (ctx->variant == SK_VARIANT_V2 && att2_ok(n_head, n_kv_head, head_dim)) {
 		if (ntok > 1) return attn_prefill2(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
 		const int ns = att2_nsplit(ctx, n_kv_head, max_ctx);
-		int rc = reserve_scratch(ctx, (size_t)n_head * ns * (head_dim + 2) * sizeof(float));
+		const size_t bytes = attn2_scratch_bytes(n_head, n_kv_head, head_dim, ns);
+		int rc = reserve_scratch(ctx, bytes);
 		if (rc != SK_OK) return rc;
+		CK(ctx, cudaMemsetAsync((char *)ctx->scratch + bytes - (size_t)n_kv_head * sizeof(int), 0,
+		                        (size_t)n_kv_head * sizeof(int), ctx->stream));
 		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns);
 	}
 	return attention(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
@@ -2204,12 +2441,14 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 	int rc = SK_OK;
 	if (m->variant == SK_VARIANT_V2) {
 		rc = rc ? rc : model_alloc(m, T * (qd + 2 * kd) * 4, (void **)&m->qkv);
-		rc = rc ? rc : model_alloc(m, (size_t)c->n_head * m->nsplit * (c->head_dim + 2) * 4, (void **)&m->part);
+		const size_t pbytes = attn2_scratch_bytes(c->n_head, c->n_kv_head, c->head_dim, m->nsplit);
+		rc = rc ? rc : model_alloc(m, pbytes, (void **)&m->part);
+		rc = rc ? rc : sk_memset(ctx, m->part, 0, pbytes);
 		rc = rc ? rc : model_alloc(m, 2 * T * c->ffn * 4, (void **)&m->tmp2);
 		// the fused GEMV's shared memory, set before any graph capture
 		size_t smem = 0;
 		const int widths[] = {c->dim, (int)qd, c->ffn};
-		for (int w : widths) smem = std::max(smem, (size_t)w * 5 + 64);
+		for (int w : widths) smem = std::max(smem, (size_t)w * 7 + 96);
 		if (rc == SK_OK && smem > 48 * 1024 && smem <= 200 * 1024 && (int)smem > ctx->g2_smem) {
 			cudaError_t e = cudaFuncSetAttribute(k_gemv2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 			if (e != cudaSuccess) rc = fail(ctx, SK_E_CUDA, "gemv shared memory: %s", cudaGetErrorString(e));

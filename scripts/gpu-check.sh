@@ -6,7 +6,7 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants;
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 1); the `variants` stage runs stories,
@@ -42,7 +42,7 @@ nvcc --version | tail -1
 
 if has kernels; then
 	log "build kernels"
-	make -C kernels -j4 ARCHS="90 100 120" 2>&1 | tail -3 || exit 1
+	make -C kernels -j4 ARCHS="${ARCHS:-90 100 120}" 2>&1 | tail -3 || exit 1
 	sha256sum kernels/build/libsparkinfer_kernels.so | tee "$OUT/kernels.sha256"
 fi
 
@@ -125,6 +125,26 @@ for p in r["prefill"]: print(f"  prefill ctx={p['context']:>6} n={p['tokens']:>6
 for p in r["decode"]: print(f"  decode  ctx={p['context']:>6} {p['median_tok_s']:>10.1f} tok/s  {p.get('roofline_pct',0):.1f}% roofline")
 PY
 		done
+	done
+fi
+
+if has profile; then
+	# per-kernel GPU time of a short generation (prefill of the prompt, then
+	# decode steps replayed from the CUDA graph), from Nsight Compute's
+	# counters; clocks left alone
+	for m in ${PROFILE_MODELS:-tinyllama-q8_0}; do
+		case $m in
+		tinyllama-q8_0) synth $m llama tinyllama-1.1b Q8_0 ;;
+		tinyllama-q4_k_m) synth $m llama tinyllama-1.1b Q4_K_M ;;
+		llama2-7b-q4_k_m) synth $m llama llama2-7b Q4_K_M ;;
+		llama2-7b-q8_0) synth $m llama llama2-7b Q8_0 ;;
+		esac
+		log "profile $m"
+		ncu --clock-control none --launch-count ${PROFILE_KERNELS:-700} --csv \
+			--metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__block_size \
+			"$SI" generate --device cuda $K --model "$MODELS/$m.gguf" --temperature 0 --max-tokens 3 --prompt "Once" \
+			> "$OUT/profile-$m.csv" 2> "$OUT/profile-$m.err"
+		echo "ncu exit $?: $(grep -c gpu__time_duration "$OUT/profile-$m.csv") kernel rows"; rm -f "$OUT/profile-$m.err"
 	done
 fi
 
