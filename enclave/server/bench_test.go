@@ -25,7 +25,10 @@ import (
 // It reports the medians of the whole round trip of each kind (enc-ms,
 // plain-ms), of the per-pair difference (added-ms), and of the part of
 // that difference spent inside the server's handler (server-added-ms:
-// reading, opening, generating, sealing and writing), plus new TCP
+// reading, opening, generating, sealing and writing), in the client
+// outside its HTTP transport (client-added-ms: encapsulating, opening the
+// response) and in between (http-added-ms: the network and both HTTP
+// stacks), plus new TCP
 // connections per request (conns/op: 0 when keep-alive works).
 func BenchmarkRoundTripInProcess(b *testing.B) {
 	s, _ := newServer(b, Config{AllowPlaintextUnsafe: true})
@@ -58,13 +61,16 @@ func BenchmarkRoundTripInProcess(b *testing.B) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := &client.Client{BaseURL: ts.URL, Policy: pol, HTTP: &http.Client{}}
-	hc := &http.Client{}
+	var transportNS atomic.Int64
+	rt := timedTransport{rt: http.DefaultTransport, last: &transportNS}
+	c := &client.Client{BaseURL: ts.URL, Policy: pol, HTTP: &http.Client{Transport: rt}}
+	hc := &http.Client{Transport: rt}
 	if _, err := c.Attest(ctx); err != nil {
 		b.Fatal(err)
 	}
-	// Each returns the round trip and the time inside the handler.
-	encrypted := func() (time.Duration, time.Duration) {
+	// Each returns the round trip, the time inside the handler and the
+	// time from sending the request to having read the response headers.
+	encrypted := func() (time.Duration, time.Duration, time.Duration) {
 		start := time.Now()
 		resp, err := c.Do(ctx, ChatCompletionsPath, body)
 		if err != nil {
@@ -74,9 +80,9 @@ func BenchmarkRoundTripInProcess(b *testing.B) {
 			b.Fatal(resp.StatusCode, err)
 		}
 		resp.Close()
-		return time.Since(start), time.Duration(handlerNS.Load())
+		return time.Since(start), time.Duration(handlerNS.Load()), time.Duration(transportNS.Load())
 	}
-	plaintext := func() (time.Duration, time.Duration) {
+	plaintext := func() (time.Duration, time.Duration, time.Duration) {
 		start := time.Now()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+ChatCompletionsPath, bytes.NewReader(body))
 		if err != nil {
@@ -91,30 +97,51 @@ func BenchmarkRoundTripInProcess(b *testing.B) {
 			b.Fatal(resp.StatusCode, err)
 		}
 		resp.Body.Close()
-		return time.Since(start), time.Duration(handlerNS.Load())
+		return time.Since(start), time.Duration(handlerNS.Load()), time.Duration(transportNS.Load())
 	}
-	var enc, plain, diff, sdiff []float64
+	var enc, plain, diff, sdiff, cdiff, ndiff []float64
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	n0 := conns.Load()
 	i := 0
 	for b.Loop() {
-		var e, p, se, sp time.Duration
+		var e, p, se, sp, te, tp time.Duration
 		if i%2 == 0 {
-			e, se = encrypted()
-			p, sp = plaintext()
+			e, se, te = encrypted()
+			p, sp, tp = plaintext()
 		} else {
-			p, sp = plaintext()
-			e, se = encrypted()
+			p, sp, tp = plaintext()
+			e, se, te = encrypted()
 		}
 		i++
 		enc, plain = append(enc, ms(e)), append(plain, ms(p))
 		diff, sdiff = append(diff, ms(e-p)), append(sdiff, ms(se-sp))
+		// Outside the transport: the client's own work (encapsulating,
+		// opening). Inside it but outside the handler: the network and
+		// the HTTP stacks.
+		cdiff = append(cdiff, ms((e-te)-(p-tp)))
+		ndiff = append(ndiff, ms((te-se)-(tp-sp)))
 	}
 	b.ReportMetric(median(enc), "enc-ms")
 	b.ReportMetric(median(plain), "plain-ms")
 	b.ReportMetric(median(diff), "added-ms")
 	b.ReportMetric(median(sdiff), "server-added-ms")
+	b.ReportMetric(median(cdiff), "client-added-ms")
+	b.ReportMetric(median(ndiff), "http-added-ms")
 	b.ReportMetric(float64(conns.Load()-n0)/float64(2*b.N), "conns/op")
+}
+
+// timedTransport records how long the last round trip took (request
+// written, response headers read).
+type timedTransport struct {
+	rt   http.RoundTripper
+	last *atomic.Int64
+}
+
+func (t timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.rt.RoundTrip(r)
+	t.last.Store(int64(time.Since(start)))
+	return resp, err
 }
 
 func median(v []float64) float64 {
