@@ -143,9 +143,10 @@ func BenchmarkChunk(b *testing.B) {
 }
 
 // BenchmarkClient measures the client's share of one request with a 4 KiB
-// body, the key configuration parsed once (ClientKey): encapsulation and
-// opening a 4 KiB response. The gateway's part (BenchmarkGateway) runs with
-// the timer stopped.
+// body, the key configuration parsed once (ClientKey): one encapsulation and
+// opening one 4 KiB response. The responses it opens are made in batches
+// with the timer stopped (encapsulated, opened and sealed by the gateway),
+// so the timer runs over client work only.
 func BenchmarkClient(b *testing.B) {
 	ks := vectorKeySet(b)
 	body := []byte(strings.Repeat("a", 4096))
@@ -161,24 +162,44 @@ func BenchmarkClient(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			type answered struct {
+				cr   *ClientRequest
+				resp []byte
+			}
+			const batch = 256
+			var ready []answered
+			refill := func() {
+				ready = ready[:0]
+				for range batch {
+					msg, cr, err := ck.Encapsulate(tc.suite, Request{Time: time.Now(), Path: "/v1/chat/completions", Body: body})
+					if err != nil {
+						b.Fatal(err)
+					}
+					sr, err := gw.Decapsulate(msg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					resp, err := sr.SealResponse(nil, body)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ready = append(ready, answered{cr, resp})
+				}
+			}
 			b.SetBytes(2 * int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				msg, cr, err := ck.Encapsulate(tc.suite, Request{Time: time.Now(), Path: "/v1/chat/completions", Body: body})
-				if err != nil {
+				if len(ready) == 0 {
+					b.StopTimer()
+					refill()
+					b.StartTimer()
+				}
+				if _, _, err := ck.Encapsulate(tc.suite, Request{Time: time.Now(), Path: "/v1/chat/completions", Body: body}); err != nil {
 					b.Fatal(err)
 				}
-				b.StopTimer()
-				sr, err := gw.Decapsulate(msg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				resp, err := sr.SealResponse(nil, body)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if _, err := cr.OpenResponse(resp); err != nil {
+				a := ready[len(ready)-1]
+				ready = ready[:len(ready)-1]
+				if _, err := a.cr.OpenResponse(a.resp); err != nil {
 					b.Fatal(err)
 				}
 			}
