@@ -1960,6 +1960,7 @@ template <int MAXG>
 __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __half *kp, float dot[MAXG]) {
 #pragma unroll
 	for (int g = 0; g < MAXG; g++) dot[g] = 0.f;
+#pragma unroll 4
 	for (int c = 0; c < hd; c += 8) {
 		const uint4 kv = *(const uint4 *)(kp + c);
 		const __half2 *k2 = (const __half2 *)&kv;
@@ -1989,6 +1990,9 @@ __global__ void __launch_bounds__(ATT2_WARPS * 32) k_attn2_split(const float *q,
 	__shared__ __align__(16) float qs[MAXG * 256];
 	__shared__ float sm[ATT2_WARPS][MAXG], sl[ATT2_WARPS][MAXG];
 	__shared__ __align__(16) float sacc[ATT2_WARPS][MAXG][MAXD2 * 64];
+	// the next GEMV (programmatic dependent launch) may start its weight
+	// prefetch now; it waits for this grid before touching its output
+	pdl_trigger();
 	const int kvh = blockIdx.x, s = blockIdx.y;
 	const int G = n_head / n_kv;
 	const int n = min(*pos + 1, max_ctx);
@@ -2034,23 +2038,34 @@ __global__ void __launch_bounds__(ATT2_WARPS * 32) k_attn2_split(const float *q,
 				m[g] = mn;
 			}
 		}
+		// P V, KB keys at a time with their V rows loaded together (one
+		// memory latency per KB keys, not per key); keys past the chunk
+		// have p = 0 and read the last valid row
 		const int nk = min(32, end - k0);
-		for (int j = 0; j < nk; j++) {
-			const __half2 *vp = (const __half2 *)(vb + (size_t)(k0 + j) * hd);
-			float2 vv[MAXD2];
+		constexpr int KB = MAXD2 <= 2 ? 8 : 4;
+		for (int j0 = 0; j0 < nk; j0 += KB) {
+			float2 vv[KB][MAXD2];
 #pragma unroll
-			for (int i = 0; i < MAXD2; i++) {
-				const int d = 2 * lane + 64 * i;
-				vv[i] = d < hd ? __half22float2(vp[lane + 32 * i]) : make_float2(0.f, 0.f);
+			for (int u = 0; u < KB; u++) {
+				const int kk = min(k0 + j0 + u, end - 1);
+				const __half2 *vp = (const __half2 *)(vb + (size_t)kk * hd);
+#pragma unroll
+				for (int i = 0; i < MAXD2; i++) {
+					const int d = 2 * lane + 64 * i;
+					vv[u][i] = d < hd ? __half22float2(vp[lane + 32 * i]) : make_float2(0.f, 0.f);
+				}
 			}
 #pragma unroll
-			for (int g = 0; g < MAXG; g++) {
-				if (g < G) {
-					const float pj = __shfl_sync(0xffffffffu, p[g], j);
+			for (int u = 0; u < KB; u++) {
 #pragma unroll
-					for (int i = 0; i < MAXD2; i++) {
-						acc[g][i].x += pj * vv[i].x;
-						acc[g][i].y += pj * vv[i].y;
+				for (int g = 0; g < MAXG; g++) {
+					if (g < G) {
+						const float pj = __shfl_sync(0xffffffffu, p[g], j0 + u);
+#pragma unroll
+						for (int i = 0; i < MAXD2; i++) {
+							acc[g][i].x += pj * vv[u][i].x;
+							acc[g][i].y += pj * vv[u][i].y;
+						}
 					}
 				}
 			}

@@ -127,26 +127,26 @@ int sk_kv_store(sk_ctx *ctx, const float *d_k, const float *d_v, uint16_t *d_kc,
  * dispatch on it:
  *   1  the v1 path: one kernel per op, float activations, one warp per
  *      GEMV row, split attention over max_ctx, batched GEMV for prefill.
- *   2  fused decode: RMSNorm folded into the GEMV prologue, int8
- *      activations (blocks of 32, float scale) with dp4a for Q8_0/Q4_K/Q6_K,
- *      Q/K/V in one launch with RoPE and the KV-cache store in its
- *      epilogue, gate/up in one launch with SwiGLU in its epilogue, O/down
- *      accumulating into the residual (6 launches per layer); decode
- *      attention split by the actual length with GQA groups per block;
- *      prefill through a tensor-core GEMM (mma.sync m16n8k16, f16 operands,
- *      f32 accumulation) and a tiled causal attention, 512-token chunks.
+ *   2  fused decode: RMSNorm folded into the GEMV prologue, activations
+ *      as two int8 levels per block of 32 (v ~ d1*q1 + d2*q2: the second
+ *      quantizes the first's residual) with dp4a for Q8_0/Q4_K/Q6_K, two
+ *      rows per warp, Q/K/V in one launch with RoPE and the KV-cache store
+ *      in its epilogue, gate/up in one launch with SwiGLU in its epilogue,
+ *      O/down accumulating into the residual, programmatic dependent launch
+ *      on Hopper and later (5 launches per layer); decode attention split
+ *      by the actual length with GQA groups per block, combined by its last
+ *      block; prefill through a tensor-core GEMM (mma.sync m16n8k16, f16
+ *      operands, f32 accumulation) and a tiled causal attention, 512-token
+ *      chunks.
  * The default is SK_VARIANT_DEFAULT, or the environment variable
  * SPARKINFER_KERNEL_VARIANT read by sk_create (an unknown value makes
  * sk_create fail).
  *
- * The default is v1: on the H200 (2026-11-29) v2 prefills 15-26x faster
- * but its int8 decode activations lower greedy top-1 agreement with the CPU
- * reference to 0.89-0.92 on the synthetic TinyLlama models (gate 0.98; mean
- * KL 7e-4 passes), so v2 stays opt-in until its decode precision is fixed
- * (docs/PERF.md). */
+ * The default is v2 since its two-level activations pass the parity gate on
+ * the H200 (2026-11-29, docs/PERF.md); v1 stays as the plain baseline. */
 #define SK_VARIANT_V1 1
 #define SK_VARIANT_V2 2
-#define SK_VARIANT_DEFAULT 1
+#define SK_VARIANT_DEFAULT 2
 int sk_set_variant(sk_ctx *ctx, int variant);
 int sk_get_variant(const sk_ctx *ctx);
 

@@ -9,7 +9,7 @@
 #   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
-# (unset: the library's default, 1); the `variants` stage runs stories,
+# (unset: the library's default, 2); the `variants` stage runs stories,
 # parity and bench once per variant, `opbench` the per-op benchmarks.
 # Results go to $OUT (default /tmp/gpu-out).
 set -uo pipefail
@@ -62,12 +62,19 @@ fi
 synth() { # name arch shape type
 	[ -f "$MODELS/$1.gguf" ] || "$SI" synth --arch "$2" --shape "$3" --type "$4" --out "$MODELS/$1.gguf" 2>&1 | tail -1
 }
+model() { # name: synthesise the named benchmark model if missing
+	case $1 in
+	tinyllama-q8_0) synth $1 llama tinyllama-1.1b Q8_0 ;;
+	tinyllama-q4_k_m) synth $1 llama tinyllama-1.1b Q4_K_M ;;
+	llama2-7b-q4_k_m) synth $1 llama llama2-7b Q4_K_M ;;
+	llama2-7b-q8_0) synth $1 llama llama2-7b Q8_0 ;;
+	esac
+}
 
 if has parity; then
 	log "synthetic models + parity"
-	synth tinyllama-q8_0 llama tinyllama-1.1b Q8_0
-	synth tinyllama-q4_k_m llama tinyllama-1.1b Q4_K_M
 	for m in ${PARITY_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
+		model $m
 		log "parity $m"
 		"$SI" parity $K --model "$MODELS/$m.gguf" --tokens ${PARITY_TOKENS:-256} --json | tee "$OUT/parity-$m.json"
 	done
@@ -75,16 +82,11 @@ fi
 
 if has bench; then
 	for m in ${BENCH_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
-		case $m in
-		tinyllama-q8_0) synth $m llama tinyllama-1.1b Q8_0 ;;
-		tinyllama-q4_k_m) synth $m llama tinyllama-1.1b Q4_K_M ;;
-		llama2-7b-q4_k_m) synth $m llama llama2-7b Q4_K_M ;;
-		llama2-7b-q8_0) synth $m llama llama2-7b Q8_0 ;;
-		esac
+		model $m
 		log "bench $m"
 		nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
 		"$SI" bench --device cuda $K --model "$MODELS/$m.gguf" --ctx ${BENCH_CTX:-128,4096} --tokens ${BENCH_TOKENS:-128} --runs 5 --prefill 512 --json > "$OUT/bench-$m.json" 2> "$OUT/bench-$m.err"
-		echo "exit $?"; python3 - "$OUT/bench-$m.json" <<'PY'
+		echo "exit $?"; rm -f "$OUT/bench-$m.err"; python3 - "$OUT/bench-$m.json" <<'PY'
 import json,sys
 r=json.load(open(sys.argv[1]))
 g=r.get("gpu",{})
@@ -107,12 +109,7 @@ if has variants; then
 		SPARKINFER_KERNEL_VARIANT=$v "$SI" generate --device cuda $K --temperature 0 --max-tokens 256 > "$OUT/stories.v$v.txt"
 		if cmp -s "$OUT/stories.v$v.txt" engine/testdata/stories260K.greedy.txt; then echo "v$v stories260K: IDENTICAL"; else echo "v$v stories260K: DIFFERS"; fi
 		for m in ${PARITY_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
-			case $m in
-			tinyllama-q8_0) synth $m llama tinyllama-1.1b Q8_0 ;;
-			tinyllama-q4_k_m) synth $m llama tinyllama-1.1b Q4_K_M ;;
-			llama2-7b-q4_k_m) synth $m llama llama2-7b Q4_K_M ;;
-			llama2-7b-q8_0) synth $m llama llama2-7b Q8_0 ;;
-			esac
+			model $m
 			SPARKINFER_KERNEL_VARIANT=$v "$SI" parity $K --model "$MODELS/$m.gguf" --tokens ${PARITY_TOKENS:-256} --json > "$OUT/parity-v$v-$m.json"
 			echo "v$v parity $m exit $?: $(tr -d '\n' < "$OUT/parity-v$v-$m.json" | head -c 300)"
 		done
@@ -133,18 +130,40 @@ if has profile; then
 	# decode steps replayed from the CUDA graph), from Nsight Compute's
 	# counters; clocks left alone
 	for m in ${PROFILE_MODELS:-tinyllama-q8_0}; do
-		case $m in
-		tinyllama-q8_0) synth $m llama tinyllama-1.1b Q8_0 ;;
-		tinyllama-q4_k_m) synth $m llama tinyllama-1.1b Q4_K_M ;;
-		llama2-7b-q4_k_m) synth $m llama llama2-7b Q4_K_M ;;
-		llama2-7b-q8_0) synth $m llama llama2-7b Q8_0 ;;
-		esac
+		model $m
 		log "profile $m"
 		ncu --clock-control none --launch-count ${PROFILE_KERNELS:-700} --csv \
 			--metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__block_size \
 			"$SI" generate --device cuda $K --model "$MODELS/$m.gguf" --temperature 0 --max-tokens 3 --prompt "Once" \
-			> "$OUT/profile-$m.csv" 2> "$OUT/profile-$m.err"
-		echo "ncu exit $?: $(grep -c gpu__time_duration "$OUT/profile-$m.csv") kernel rows"; rm -f "$OUT/profile-$m.err"
+			> "/tmp/profile-$m.csv" 2> "/tmp/profile-$m.err"
+		echo "ncu exit $?"
+		# one decode step: from the second-to-last embedding lookup to the last
+		python3 - "/tmp/profile-$m.csv" <<'PY' | tee "$OUT/profile-$m.txt"
+import csv, collections, sys
+rows = list(csv.reader(open(sys.argv[1])))
+hdr, data = None, {}
+for r in rows:
+    if r and r[0] == "ID":
+        hdr = r
+        continue
+    if hdr and len(r) == len(hdr):
+        d = dict(zip(hdr, r))
+        k = int(d["ID"])
+        e = data.setdefault(k, {"name": d["Kernel Name"].split("(")[0][:40], "grid": d["Grid Size"]})
+        e[d["Metric Name"]] = float(d["Metric Value"].replace(",", ""))
+starts = [k for k in sorted(data) if "get_rows" in data[k]["name"]]
+step = [k for k in sorted(data) if starts[-2] <= k < starts[-1]]
+agg, tot = collections.OrderedDict(), 0.0
+for k in step:
+    d = data[k]
+    key = (d["name"], d["grid"])
+    a = agg.setdefault(key, [0, 0.0, 0.0])
+    a[0] += 1; a[1] += d["gpu__time_duration.sum"]; a[2] += d["dram__bytes_read.sum"]
+    tot += d["gpu__time_duration.sum"]
+print(f"one decode step: {len(step)} kernels, {tot/1e3:.1f} us of kernel time (ncu, serialised)")
+for (n, g), a in agg.items():
+    print(f"{a[0]:4d} x {n:40s} grid {g:14s} {a[1]/a[0]/1e3:8.2f} us each {a[2]/a[0]/1e6:8.2f} MB {a[2]/max(a[1],1):7.0f} GB/s")
+PY
 	done
 fi
 

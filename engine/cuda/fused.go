@@ -20,7 +20,7 @@ import (
 const (
 	// VariantV1 is one kernel per op with float activations.
 	VariantV1 = int(C.SK_VARIANT_V1)
-	// VariantV2 is the fused decode path (int8 activations with dp4a,
+	// VariantV2 is the fused decode path (two-level int8 activations with dp4a,
 	// norm/RoPE/KV-store/SwiGLU fused into the GEMVs, length-sized GQA
 	// attention) and the tensor-core prefill.
 	VariantV2 = int(C.SK_VARIANT_V2)
