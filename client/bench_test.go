@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -22,10 +23,19 @@ var (
 
 // plaintextAppliance is a second appliance that also accepts plaintext
 // (--allow-plaintext-unsafe), so both kinds of request hit the same server.
+// With SPARKINFER_BENCH_SERVER_CPUS set (a taskset CPU list, e.g. "1") the
+// appliance runs pinned to those CPUs, so that a benchmark pinned to others
+// (taskset -c 0 ./client.test ...) measures client and appliance without
+// competing for one core, as on two machines.
 func plaintextAppliance(b *testing.B) *process {
 	sparkinfer, _ := binaries(b)
 	plainOnce.Do(func() {
-		plainProc = startDetached(b, sparkinfer, "serve", "--tee", "sim", "--listen", "127.0.0.1:0", "--allow-plaintext-unsafe")
+		args := []string{"serve", "--tee", "sim", "--listen", "127.0.0.1:0", "--allow-plaintext-unsafe"}
+		if cpus := os.Getenv("SPARKINFER_BENCH_SERVER_CPUS"); cpus != "" {
+			plainProc = startDetached(b, "taskset", append([]string{"-c", cpus, sparkinfer}, args...)...)
+			return
+		}
+		plainProc = startDetached(b, sparkinfer, args...)
 	})
 	return plainProc
 }
