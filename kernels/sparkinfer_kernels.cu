@@ -1939,7 +1939,12 @@ static int reserve_tmp(sk_ctx *ctx, size_t bytes) {
 // combines the splits' partials into the output.
 
 #define ATT2_WARPS 4
-#define ATT2_MIN 64
+#ifndef ATT2_MIN
+#define ATT2_MIN 64  // fewest keys per split (a multiple of 32)
+#endif
+#ifndef ATT2_TRIGGER
+#define ATT2_TRIGGER 1  // let the next GEMV launch while attention runs
+#endif
 #define ATT2_MAXG 8
 
 __device__ __forceinline__ int att2_chunk(int n, int nsplit) {
@@ -1992,7 +1997,7 @@ __global__ void __launch_bounds__(ATT2_WARPS * 32) k_attn2_split(const float *q,
 	__shared__ __align__(16) float sacc[ATT2_WARPS][MAXG][MAXD2 * 64];
 	// the next GEMV (programmatic dependent launch) may start its weight
 	// prefetch now; it waits for this grid before touching its output
-	pdl_trigger();
+	if (ATT2_TRIGGER) pdl_trigger();
 	const int kvh = blockIdx.x, s = blockIdx.y;
 	const int G = n_head / n_kv;
 	const int n = min(*pos + 1, max_ctx);
