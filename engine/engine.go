@@ -248,7 +248,14 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(text strin
 	if len(ids) >= e.Context {
 		return res, &PromptError{Tokens: len(ids), Context: e.Context}
 	}
-	seq, err := e.Backend.NewSequence(e.Context)
+	// The cache holds what this request can use: the prompt and its tokens
+	// (the last sampled token is never forwarded), not the whole context,
+	// so a short request does not allocate (CPU: zero) a full-context cache.
+	need := e.Context
+	if req.MaxTokens > 0 && len(ids)+req.MaxTokens < need {
+		need = len(ids) + req.MaxTokens
+	}
+	seq, err := e.Backend.NewSequence(need)
 	if err != nil {
 		return res, err
 	}

@@ -74,9 +74,24 @@ func TestMaxTokensAndContext(t *testing.T) {
 	if res.Tokens != 3 || res.StopReason != StopLength || got != "Once upon a" {
 		t.Fatalf("max 3: %q %+v", got, res)
 	}
-	_, res = gen(t, e, Request{})
+	full, res := gen(t, e, Request{})
 	if res.StopReason != StopContext || res.Tokens != 20 {
 		t.Fatalf("until context full: %+v, want 20 tokens (positions 0..19), stop %q", res, StopContext)
+	}
+	// The cache is sized to the prompt plus max tokens: every limit below
+	// the context stops on length with a prefix of the full run, and one at
+	// or past the context stops on the context as before.
+	for _, k := range []int{1, 2, 7, 18, 19} {
+		got, res := gen(t, e, Request{MaxTokens: k})
+		if res.Tokens != k || res.StopReason != StopLength || !strings.HasPrefix(full, got) || got == "" {
+			t.Fatalf("max %d: %q %+v, want a prefix of %q", k, got, res, full)
+		}
+	}
+	for _, k := range []int{20, 25} {
+		got, res := gen(t, e, Request{MaxTokens: k})
+		if got != full || res.Tokens != 20 || res.StopReason != StopLength && res.StopReason != StopContext {
+			t.Fatalf("max %d: %q %+v, want the full run %q", k, got, res, full)
+		}
 	}
 	var pe *PromptError
 	long := strings.Repeat("Once upon a time there was a girl. ", 10)
