@@ -218,3 +218,83 @@ func BenchmarkStreamDecode(b *testing.B) {
 		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	})
 }
+
+// BenchmarkStreamDecodePaired streams the 128-token answer of
+// BenchmarkStreamDecode encrypted and in plaintext back to back (alternating
+// which goes first), so that drifting machine load does not decide the
+// comparison. It reports medians of each kind's decode rate — events per
+// second from the first event to the last, i.e. while tokens stream, which
+// leaves out the request's set-up (encapsulation, prefill) — and of the
+// per-pair change (slower-%: how much lower the encrypted rate is than the
+// plaintext one next to it); and the same over the whole request
+// (request-slower-%: set-up included, as BenchmarkStreamDecode measures).
+func BenchmarkStreamDecodePaired(b *testing.B) {
+	srv := plaintextAppliance(b)
+	body := benchBody(128, true)
+	c := &client.Client{BaseURL: srv.url(), Policy: devPolicy(b), HTTP: &http.Client{}}
+	hc, cx := &http.Client{}, ctx(b)
+	if _, err := c.Attest(cx); err != nil {
+		b.Fatal(err)
+	}
+	type rates struct{ decode, request float64 }
+	// measure reads a stream, timing its first and last events
+	measure := func(start time.Time, r io.Reader) rates {
+		s := client.NewSSEReader(r)
+		n := 0
+		var first, last time.Time
+		for {
+			_, err := s.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			last = time.Now()
+			if n == 0 {
+				first = last
+			}
+			n++
+		}
+		if n < 2 {
+			b.Fatalf("%d events", n)
+		}
+		return rates{float64(n-1) / last.Sub(first).Seconds(), float64(n) / time.Since(start).Seconds()}
+	}
+	encrypted := func() rates {
+		start := time.Now()
+		resp, err := c.Do(cx, client.ChatCompletionsPath, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Close()
+		return measure(start, resp)
+	}
+	plaintext := func() rates {
+		start := time.Now()
+		resp, err := plainPost(cx, hc, srv.url()+client.ChatCompletionsPath, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return measure(start, resp.Body)
+	}
+	var enc, plain, slower, reqSlower []float64
+	i := 0
+	for b.Loop() {
+		var e, p rates
+		if i%2 == 0 {
+			e, p = encrypted(), plaintext()
+		} else {
+			p, e = plaintext(), encrypted()
+		}
+		i++
+		enc, plain = append(enc, e.decode), append(plain, p.decode)
+		slower = append(slower, 100*(p.decode-e.decode)/p.decode)
+		reqSlower = append(reqSlower, 100*(p.request-e.request)/p.request)
+	}
+	b.ReportMetric(median(enc), "enc-events/s")
+	b.ReportMetric(median(plain), "plain-events/s")
+	b.ReportMetric(median(slower), "slower-%")
+	b.ReportMetric(median(reqSlower), "request-slower-%")
+}
