@@ -54,17 +54,24 @@ type BenchResult struct {
 	Cores               int          `json:"cores"`
 	WeightBytesPerToken int64        `json:"weight_bytes_per_token"`
 	Decode              []BenchPoint `json:"decode"`
-	Prefill             []BenchPoint `json:"prefill"` // PrefillTokens from an empty cache, then prefill up to each context
-	GPU                 *GPUInfo     `json:"gpu,omitempty"`
-	Date                string       `json:"date"`
+	// Prefill holds PrefillTokens from an empty cache (context 0); for each
+	// context c, c tokens from an empty cache (context 0, tokens c: the
+	// cache fill); and PrefillTokens more after c (context c), where they
+	// fit the engine's context.
+	Prefill []BenchPoint `json:"prefill"`
+	GPU     *GPUInfo     `json:"gpu,omitempty"`
+	Date    string       `json:"date"`
 }
 
 // Bench measures decode and prefill speed: cfg.Runs prefills of
 // cfg.PrefillTokens into an empty cache; then for each context c, cfg.Runs
-// prefills of c tokens into an empty cache (the prefill-at-context point,
-// which also fills the cache), and cfg.Runs timings of cfg.Tokens decode
-// steps starting at c (truncating back to c between runs). The prompt tokens are a fixed, deterministic cycle
-// over the vocabulary; speed does not depend on their values.
+// prefills of c tokens into an empty cache (which also fill the cache),
+// cfg.Runs prefills of cfg.PrefillTokens more tokens after the c cached ones
+// (llama-bench's "pp512 @ d4096"; skipped where they do not fit the engine's
+// context), and cfg.Runs timings of cfg.Tokens decode steps starting at c
+// (truncating back to c between runs). The prompt tokens are a fixed,
+// deterministic cycle over the vocabulary; speed does not depend on their
+// values.
 func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, error) {
 	if cfg.Runs < 1 || cfg.Tokens < 1 || len(cfg.Contexts) == 0 {
 		return nil, fmt.Errorf("engine: bench needs at least one context, one token and one run")
@@ -143,7 +150,22 @@ func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, er
 			}
 			runs = append(runs, float64(c)/time.Since(t0).Seconds())
 		}
-		r.Prefill = append(r.Prefill, point(c, c, runs))
+		r.Prefill = append(r.Prefill, point(0, c, runs))
+		if c+cfg.PrefillTokens <= e.Context {
+			runs = runs[:0:0]
+			for i := range cfg.Runs {
+				progress(fmt.Sprintf("prefill %d tokens after %d, run %d/%d", cfg.PrefillTokens, c, i+1, cfg.Runs))
+				if err := seq.Truncate(c); err != nil {
+					return nil, err
+				}
+				t0 := time.Now()
+				if _, err := seq.Forward(toks(cfg.PrefillTokens), false); err != nil {
+					return nil, err
+				}
+				runs = append(runs, float64(cfg.PrefillTokens)/time.Since(t0).Seconds())
+			}
+			r.Prefill = append(r.Prefill, point(c, cfg.PrefillTokens, runs))
+		}
 		runs = runs[:0:0]
 		for i := range cfg.Runs {
 			progress(fmt.Sprintf("decode at %d, run %d/%d", c, i+1, cfg.Runs))

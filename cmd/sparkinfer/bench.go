@@ -19,7 +19,7 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	ctxs := fs.String("ctx", "128,512,4096", "comma-separated contexts at which decode is timed")
 	tokens := fs.Int("tokens", 64, "decode steps timed per run")
 	runs := fs.Int("runs", 5, "runs per measurement (the median is reported)")
-	prefill := fs.Int("prefill", 512, "tokens of the standalone prefill measurement")
+	prefill := fs.Int("prefill", 512, "tokens of the prefill measurements (from an empty cache and after each --ctx)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	kernels := fs.String("kernels", "", "CUDA kernels library (default: beside the binary, or $SPARKINFER_KERNELS)")
@@ -43,7 +43,9 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	if *runs < 1 || *tokens < 1 || *prefill < 1 {
 		return 2, cli.Usagef("--runs, --tokens and --prefill must be positive")
 	}
-	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: maxCtx + *tokens,
+	// room for the decode steps and for a prefill of --prefill tokens after
+	// the largest context
+	e, err := openEngine(*modelPath, engine.Options{Device: *device, Threads: *threads, Context: maxCtx + max(*tokens, *prefill),
 		Kernels: *kernels, KernelsAnyDigestUnsafe: *anyDigest, ExtendContext: true})
 	if err != nil {
 		return 2, err
