@@ -31,6 +31,15 @@ func (q *queue) report() {
 	}
 }
 
+// saturated reports whether acquire would refuse a request now (every slot
+// busy, the waiting line full). It is a hint taken before the expensive
+// work of opening a request; acquire decides.
+func (q *queue) saturated() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.slots) == cap(q.slots) && q.waiting >= q.maxWait
+}
+
 // acquire takes a slot, waiting if allowed; release must be called once.
 func (q *queue) acquire(ctx context.Context) (release func(), err error) {
 	release = func() { <-q.slots; q.mu.Lock(); q.report(); q.mu.Unlock() }

@@ -390,6 +390,13 @@ func (s *Server) open(c *gin.Context) (body []byte, out sink, ok bool) {
 // completion serves POST /v1/chat/completions (chat) and /v1/completions.
 func (s *Server) completion(chat bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		// Overloaded: refuse before reading and decapsulating, so that
+		// refusing costs no KEM work (docs/PROTOCOL.md section 6, step 0).
+		// The answer is plaintext and carries nothing of the request.
+		if s.queue.saturated() {
+			s.plainError(c, http.StatusTooManyRequests, "queue_full", "", "server busy: too many requests waiting; retry later")
+			return
+		}
 		body, out, ok := s.open(c)
 		if !ok {
 			return

@@ -444,6 +444,14 @@ func TestQueueFull(t *testing.T) {
 	if w.Code != 429 || errCode(t, w.Body.Bytes()) != "queue_full" || w.Header().Get("Retry-After") == "" {
 		t.Errorf("full queue: %d %s", w.Code, w.Body)
 	}
+	// An encrypted request is refused before it is decapsulated: a
+	// plaintext 429, and its enc stays unused (the same bytes succeed
+	// later; a decapsulated one would be a replay).
+	msg, cr := encrypt(t, s, CompletionsPath, []byte(`{"model":"stories260K","prompt":"hi","max_tokens":3}`), keys.DefaultSuite, keys.DefaultKeyIDMLKEM768X25519)
+	w = do(t, s.Handler(), "POST", CompletionsPath, ohttp.RequestMediaType, msg)
+	if w.Code != 429 || w.Header().Get("Content-Type") != "application/json" || errCode(t, w.Body.Bytes()) != "queue_full" || w.Header().Get("Retry-After") == "" {
+		t.Errorf("full queue, encrypted request: %d %q %s", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
 	m := do(t, s.Handler(), "GET", MetricsPath, "", nil).Body.String()
 	if !strings.Contains(m, "sparkinfer_queue_depth 1") || !strings.Contains(m, "sparkinfer_generations_running 1") {
 		t.Errorf("metrics do not show the queue:\n%s", grep(m, "sparkinfer_"))
@@ -451,6 +459,13 @@ func TestQueueFull(t *testing.T) {
 	release()
 	if w := <-done; w.Code != 200 {
 		t.Errorf("the waiting request: %d %s", w.Code, w.Body)
+	}
+	w = do(t, s.Handler(), "POST", CompletionsPath, ohttp.RequestMediaType, msg)
+	if w.Code != 200 {
+		t.Fatalf("the refused encrypted request, sent again: %d %s", w.Code, w.Body)
+	}
+	if _, err := cr.OpenResponse(w.Body.Bytes()); err != nil {
+		t.Errorf("its response: %v", err)
 	}
 }
 
