@@ -48,54 +48,113 @@ func benchBody(maxTokens int, stream bool) []byte {
 	return b
 }
 
-// plainPost is the plaintext request, with the same HTTP plumbing as the
-// client's encrypted one (own http.Client, request with a context).
-func plainPost(cx context.Context, hc *http.Client, url string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(cx, http.MethodPost, url, bytes.NewReader(body))
+// benchPair holds the two ways one benchmark sends the same body to the
+// same appliance: encrypted with the client library (evidence verified
+// once and cached) and in plaintext with the same HTTP plumbing (own
+// http.Client, one context for the whole loop: a context per request would
+// leave a live timer and a cleanup per request, a cost only one kind would
+// pay).
+type benchPair struct {
+	b    *testing.B
+	c    *client.Client
+	hc   *http.Client
+	cx   context.Context
+	url  string
+	body []byte
+}
+
+func newBenchPair(b *testing.B, body []byte) *benchPair {
+	srv := plaintextAppliance(b)
+	p := &benchPair{b: b, c: &client.Client{BaseURL: srv.url(), Policy: devPolicy(b), HTTP: &http.Client{}},
+		hc: &http.Client{}, cx: ctx(b), url: srv.url(), body: body}
+	if _, err := p.c.Attest(p.cx); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// encrypted sends the body encrypted and returns the opened answer.
+func (p *benchPair) encrypted() io.ReadCloser {
+	resp, err := p.c.Do(p.cx, client.ChatCompletionsPath, p.body)
 	if err != nil {
-		return nil, err
+		p.b.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Close()
+		p.b.Fatalf("encrypted request: status %d", resp.StatusCode)
+	}
+	return resp
+}
+
+// plaintext sends the body in plaintext and returns the answer.
+func (p *benchPair) plaintext() io.ReadCloser {
+	req, err := http.NewRequestWithContext(p.cx, http.MethodPost, p.url+client.ChatCompletionsPath, bytes.NewReader(p.body))
+	if err != nil {
+		p.b.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return hc.Do(req)
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		p.b.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		p.b.Fatalf("plaintext request: status %d", resp.StatusCode)
+	}
+	return resp.Body
+}
+
+// drain reads an answer to its end and closes it.
+func drain(b *testing.B, r io.ReadCloser) {
+	defer r.Close()
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// readEvents reads a streamed answer to its end, timing its first and last
+// events, and closes it.
+func readEvents(b *testing.B, r io.ReadCloser) (n int, first, last time.Time) {
+	defer r.Close()
+	s := client.NewSSEReader(r)
+	for {
+		_, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return n, first, last
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		last = time.Now()
+		if n == 0 {
+			first = last
+		}
+		n++
+	}
+}
+
+// timed runs f and returns how long it took.
+func timed(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
 }
 
 // BenchmarkRoundTrip compares one encrypted request (encapsulate, post,
-// decrypt; evidence verified once and cached) with the same request in
-// plaintext, against the same server, generating one token.
+// decrypt) with the same request in plaintext, against the same server,
+// generating one token.
 func BenchmarkRoundTrip(b *testing.B) {
-	srv := plaintextAppliance(b)
 	body := benchBody(1, false)
 	b.Run("encrypted", func(b *testing.B) {
-		c := &client.Client{BaseURL: srv.url(), Policy: devPolicy(b), HTTP: &http.Client{}}
-		// One context for the whole loop: ctx(b) per iteration would leave
-		// a live timer and a cleanup per request, a cost only this
-		// sub-benchmark would pay.
-		cx := ctx(b)
-		if _, err := c.Attest(cx); err != nil {
-			b.Fatal(err)
-		}
+		p := newBenchPair(b, body)
 		for b.Loop() {
-			resp, err := c.Do(cx, client.ChatCompletionsPath, body)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.Copy(io.Discard, resp); err != nil || resp.StatusCode != 200 {
-				b.Fatal(resp.StatusCode, err)
-			}
-			resp.Close()
+			drain(b, p.encrypted())
 		}
 	})
 	b.Run("plaintext", func(b *testing.B) {
-		hc, cx := &http.Client{}, ctx(b)
+		p := newBenchPair(b, body)
 		for b.Loop() {
-			resp, err := plainPost(cx, hc, srv.url()+client.ChatCompletionsPath, body)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != 200 {
-				b.Fatal(resp.StatusCode, err)
-			}
-			resp.Body.Close()
+			drain(b, p.plaintext())
 		}
 	})
 }
@@ -107,49 +166,21 @@ func BenchmarkRoundTrip(b *testing.B) {
 // shared machine, load that drifts between two separate sub-benchmarks
 // is larger than the difference itself.
 func BenchmarkRoundTripPaired(b *testing.B) {
-	srv := plaintextAppliance(b)
-	body := benchBody(1, false)
-	c := &client.Client{BaseURL: srv.url(), Policy: devPolicy(b), HTTP: &http.Client{}}
-	hc, cx := &http.Client{}, ctx(b)
-	if _, err := c.Attest(cx); err != nil {
-		b.Fatal(err)
-	}
-	encrypted := func() time.Duration {
-		start := time.Now()
-		resp, err := c.Do(cx, client.ChatCompletionsPath, body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.Copy(io.Discard, resp); err != nil || resp.StatusCode != 200 {
-			b.Fatal(resp.StatusCode, err)
-		}
-		resp.Close()
-		return time.Since(start)
-	}
-	plaintext := func() time.Duration {
-		start := time.Now()
-		resp, err := plainPost(cx, hc, srv.url()+client.ChatCompletionsPath, body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != 200 {
-			b.Fatal(resp.StatusCode, err)
-		}
-		resp.Body.Close()
-		return time.Since(start)
-	}
+	p := newBenchPair(b, benchBody(1, false))
+	encrypted := func() time.Duration { return timed(func() { drain(b, p.encrypted()) }) }
+	plaintext := func() time.Duration { return timed(func() { drain(b, p.plaintext()) }) }
 	var enc, plain, diff []float64
 	i := 0
 	for b.Loop() {
-		var e, p time.Duration
+		var e, q time.Duration
 		if i%2 == 0 {
-			e, p = encrypted(), plaintext()
+			e, q = encrypted(), plaintext()
 		} else {
-			p, e = plaintext(), encrypted()
+			q, e = plaintext(), encrypted()
 		}
 		i++
 		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-		enc, plain, diff = append(enc, ms(e)), append(plain, ms(p)), append(diff, ms(e-p))
+		enc, plain, diff = append(enc, ms(e)), append(plain, ms(q)), append(diff, ms(e-q))
 	}
 	b.ReportMetric(median(enc), "enc-ms")
 	b.ReportMetric(median(plain), "plain-ms")
@@ -171,52 +202,18 @@ func median(v []float64) float64 {
 // BenchmarkStreamDecode compares streamed decode throughput (events per
 // second over a 128-token streamed answer) encrypted and in plaintext.
 func BenchmarkStreamDecode(b *testing.B) {
-	srv := plaintextAppliance(b)
 	body := benchBody(128, true)
-	count := func(b *testing.B, r io.Reader) int {
-		s := client.NewSSEReader(r)
-		n := 0
-		for {
-			_, err := s.Next()
-			if errors.Is(err, io.EOF) {
-				return n
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			n++
+	run := func(b *testing.B, send func(*benchPair) io.ReadCloser) {
+		p := newBenchPair(b, body)
+		events := 0
+		for b.Loop() {
+			n, _, _ := readEvents(b, send(p))
+			events += n
 		}
+		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	}
-	b.Run("encrypted", func(b *testing.B) {
-		c := &client.Client{BaseURL: srv.url(), Policy: devPolicy(b), HTTP: &http.Client{}}
-		cx := ctx(b)
-		if _, err := c.Attest(cx); err != nil {
-			b.Fatal(err)
-		}
-		events := 0
-		for b.Loop() {
-			resp, err := c.Do(cx, client.ChatCompletionsPath, body)
-			if err != nil {
-				b.Fatal(err)
-			}
-			events += count(b, resp)
-			resp.Close()
-		}
-		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-	})
-	b.Run("plaintext", func(b *testing.B) {
-		hc, cx := &http.Client{}, ctx(b)
-		events := 0
-		for b.Loop() {
-			resp, err := plainPost(cx, hc, srv.url()+client.ChatCompletionsPath, body)
-			if err != nil {
-				b.Fatal(err)
-			}
-			events += count(b, resp.Body)
-			resp.Body.Close()
-		}
-		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-	})
+	b.Run("encrypted", func(b *testing.B) { run(b, (*benchPair).encrypted) })
+	b.Run("plaintext", func(b *testing.B) { run(b, (*benchPair).plaintext) })
 }
 
 // BenchmarkStreamDecodePaired streams the 128-token answer of
@@ -229,69 +226,29 @@ func BenchmarkStreamDecode(b *testing.B) {
 // plaintext one next to it); and the same over the whole request
 // (request-slower-%: set-up included, as BenchmarkStreamDecode measures).
 func BenchmarkStreamDecodePaired(b *testing.B) {
-	srv := plaintextAppliance(b)
-	body := benchBody(128, true)
-	c := &client.Client{BaseURL: srv.url(), Policy: devPolicy(b), HTTP: &http.Client{}}
-	hc, cx := &http.Client{}, ctx(b)
-	if _, err := c.Attest(cx); err != nil {
-		b.Fatal(err)
-	}
+	p := newBenchPair(b, benchBody(128, true))
 	type rates struct{ decode, request float64 }
-	// measure reads a stream, timing its first and last events
-	measure := func(start time.Time, r io.Reader) rates {
-		s := client.NewSSEReader(r)
-		n := 0
-		var first, last time.Time
-		for {
-			_, err := s.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			last = time.Now()
-			if n == 0 {
-				first = last
-			}
-			n++
-		}
+	measure := func(send func() io.ReadCloser) rates {
+		start := time.Now()
+		n, first, last := readEvents(b, send())
 		if n < 2 {
 			b.Fatalf("%d events", n)
 		}
 		return rates{float64(n-1) / last.Sub(first).Seconds(), float64(n) / time.Since(start).Seconds()}
 	}
-	encrypted := func() rates {
-		start := time.Now()
-		resp, err := c.Do(cx, client.ChatCompletionsPath, body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer resp.Close()
-		return measure(start, resp)
-	}
-	plaintext := func() rates {
-		start := time.Now()
-		resp, err := plainPost(cx, hc, srv.url()+client.ChatCompletionsPath, body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer resp.Body.Close()
-		return measure(start, resp.Body)
-	}
 	var enc, plain, slower, reqSlower []float64
 	i := 0
 	for b.Loop() {
-		var e, p rates
+		var e, q rates
 		if i%2 == 0 {
-			e, p = encrypted(), plaintext()
+			e, q = measure(p.encrypted), measure(p.plaintext)
 		} else {
-			p, e = plaintext(), encrypted()
+			q, e = measure(p.plaintext), measure(p.encrypted)
 		}
 		i++
-		enc, plain = append(enc, e.decode), append(plain, p.decode)
-		slower = append(slower, 100*(p.decode-e.decode)/p.decode)
-		reqSlower = append(reqSlower, 100*(p.request-e.request)/p.request)
+		enc, plain = append(enc, e.decode), append(plain, q.decode)
+		slower = append(slower, 100*(q.decode-e.decode)/q.decode)
+		reqSlower = append(reqSlower, 100*(q.request-e.request)/q.request)
 	}
 	b.ReportMetric(median(enc), "enc-events/s")
 	b.ReportMetric(median(plain), "plain-events/s")
