@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/sparkinfer/cc/internal/openai"
 )
 
 // Paths of the OpenAI-compatible routes the client encrypts to.
@@ -50,80 +52,25 @@ type CompletionRequest struct {
 	Stream      bool     `json:"stream,omitempty"`
 }
 
-// Usage is token accounting.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-// ChatResponse is a non-streamed chat completion.
-type ChatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []ChatChoice `json:"choices"`
-	Usage   *Usage       `json:"usage,omitempty"`
-}
-
-// ChatChoice is one choice of a chat completion.
-type ChatChoice struct {
-	Index        int         `json:"index"`
-	Message      ChatMessage `json:"message"`
-	FinishReason string      `json:"finish_reason"`
-}
-
-// ChatChunk is one event of a streamed chat completion.
-type ChatChunk struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []ChatChunkChoice `json:"choices"`
-	Usage   *Usage            `json:"usage,omitempty"`
-}
-
-// ChatChunkChoice is one choice of a chat chunk: Delta carries new text.
-type ChatChunkChoice struct {
-	Index        int         `json:"index"`
-	Delta        ChatMessage `json:"delta"`
-	FinishReason *string     `json:"finish_reason"`
-}
-
-// CompletionResponse is a non-streamed completion; a streamed completion's
-// events have the same shape, each with the new text.
-type CompletionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []CompletionChoice `json:"choices"`
-	Usage   *Usage             `json:"usage,omitempty"`
-}
-
-// CompletionChoice is one choice of a completion.
-type CompletionChoice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	FinishReason *string `json:"finish_reason"`
-}
-
-// Text returns the first choice's message content ("" without choices).
-func (r *ChatResponse) Text() string {
-	if len(r.Choices) == 0 {
-		return ""
-	}
-	return r.Choices[0].Message.Content
-}
-
-// Text returns the first choice's text ("" without choices).
-func (r *CompletionResponse) Text() string {
-	if len(r.Choices) == 0 {
-		return ""
-	}
-	return r.Choices[0].Text
-}
+// The response shapes, shared with the appliance (internal/openai).
+type (
+	// Usage is token accounting.
+	Usage = openai.Usage
+	// ChatResponse is a non-streamed chat completion; Text returns the first
+	// choice's content.
+	ChatResponse = openai.ChatResponse
+	// ChatChoice is one choice of a chat completion.
+	ChatChoice = openai.ChatChoice
+	// ChatChunk is one event of a streamed chat completion.
+	ChatChunk = openai.ChatChunk
+	// ChatChunkChoice is one choice of a chat chunk: Delta carries new text.
+	ChatChunkChoice = openai.ChatChunkChoice
+	// CompletionResponse is a non-streamed completion, and the shape of each
+	// event of a streamed one; Text returns the first choice's text.
+	CompletionResponse = openai.CompletionResponse
+	// CompletionChoice is one choice of a completion.
+	CompletionChoice = openai.CompletionChoice
+)
 
 // ChatCompletion sends a chat completion request (Stream must be false)
 // and returns the decrypted, authenticated answer. An error answer of the

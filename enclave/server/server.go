@@ -24,6 +24,7 @@ import (
 	"github.com/sparkinfer/cc/enclave"
 	"github.com/sparkinfer/cc/engine"
 	"github.com/sparkinfer/cc/engine/cuda"
+	"github.com/sparkinfer/cc/internal/openai"
 	"github.com/sparkinfer/cc/keys/ohttp"
 )
 
@@ -502,8 +503,8 @@ func (s *Server) generate(ctx context.Context, c *gin.Context, out sink, job *Jo
 			return
 		}
 		if job.Chat {
-			if err := out.event(sse(chatChunk{ID: id, Object: chunkObject, Created: created, Model: model,
-				Choices: []chunkChoice{{Delta: delta{Role: "assistant"}}}})); err != nil {
+			if err := out.event(sse(openai.ChatChunk{ID: id, Object: chunkObject, Created: created, Model: model,
+				Choices: []openai.ChatChunkChoice{{Delta: openai.Delta{Role: "assistant"}}}})); err != nil {
 				return
 			}
 		}
@@ -513,11 +514,11 @@ func (s *Server) generate(ctx context.Context, c *gin.Context, out sink, job *Jo
 				first = false
 			}
 			if job.Chat {
-				return out.event(sse(chatChunk{ID: id, Object: chunkObject, Created: created, Model: model,
-					Choices: []chunkChoice{{Delta: delta{Content: t}}}}))
+				return out.event(sse(openai.ChatChunk{ID: id, Object: chunkObject, Created: created, Model: model,
+					Choices: []openai.ChatChunkChoice{{Delta: openai.Delta{Content: t}}}}))
 			}
-			return out.event(sse(textResponse{ID: id, Object: chunkObject, Created: created, Model: model,
-				Choices: []textChoice{{Text: t}}}))
+			return out.event(sse(openai.CompletionResponse{ID: id, Object: chunkObject, Created: created, Model: model,
+				Choices: []openai.CompletionChoice{{Text: t}}}))
 		}
 	} else {
 		emit = func(t string) error {
@@ -553,21 +554,21 @@ func (s *Server) generate(ctx context.Context, c *gin.Context, out sink, job *Jo
 		return
 	}
 	fr := finishReason(res.StopReason)
-	u := usage{PromptTokens: res.PromptTokens, CompletionTokens: res.Tokens, TotalTokens: res.PromptTokens + res.Tokens}
+	u := openai.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.Tokens, TotalTokens: res.PromptTokens + res.Tokens}
 	if job.Stream {
 		var err error
 		if job.Chat {
-			err = out.event(sse(chatChunk{ID: id, Object: chunkObject, Created: created, Model: model,
-				Choices: []chunkChoice{{Delta: delta{}, FinishReason: &fr}}}))
+			err = out.event(sse(openai.ChatChunk{ID: id, Object: chunkObject, Created: created, Model: model,
+				Choices: []openai.ChatChunkChoice{{Delta: openai.Delta{}, FinishReason: &fr}}}))
 		} else {
-			err = out.event(sse(textResponse{ID: id, Object: chunkObject, Created: created, Model: model,
-				Choices: []textChoice{{Text: "", FinishReason: &fr}}}))
+			err = out.event(sse(openai.CompletionResponse{ID: id, Object: chunkObject, Created: created, Model: model,
+				Choices: []openai.CompletionChoice{{Text: "", FinishReason: &fr}}}))
 		}
 		if err == nil && job.IncludeUsage {
 			if job.Chat {
-				err = out.event(sse(chatChunk{ID: id, Object: chunkObject, Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}))
+				err = out.event(sse(openai.ChatChunk{ID: id, Object: chunkObject, Created: created, Model: model, Choices: []openai.ChatChunkChoice{}, Usage: &u}))
 			} else {
-				err = out.event(sse(textResponse{ID: id, Object: chunkObject, Created: created, Model: model, Choices: []textChoice{}, Usage: &u}))
+				err = out.event(sse(openai.CompletionResponse{ID: id, Object: chunkObject, Created: created, Model: model, Choices: []openai.CompletionChoice{}, Usage: &u}))
 			}
 		}
 		if err == nil {
@@ -577,11 +578,11 @@ func (s *Server) generate(ctx context.Context, c *gin.Context, out sink, job *Jo
 	}
 	var body []byte
 	if job.Chat {
-		body, _ = json.Marshal(chatResponse{ID: id, Object: object, Created: created, Model: model, Usage: u,
-			Choices: []chatChoice{{Message: outMessage{Role: "assistant", Content: text.String()}, FinishReason: fr}}})
+		body, _ = json.Marshal(openai.ChatResponse{ID: id, Object: object, Created: created, Model: model, Usage: &u,
+			Choices: []openai.ChatChoice{{Message: openai.Message{Role: "assistant", Content: text.String()}, FinishReason: fr}}})
 	} else {
-		body, _ = json.Marshal(textResponse{ID: id, Object: object, Created: created, Model: model, Usage: &u,
-			Choices: []textChoice{{Text: text.String(), FinishReason: &fr}}})
+		body, _ = json.Marshal(openai.CompletionResponse{ID: id, Object: object, Created: created, Model: model, Usage: &u,
+			Choices: []openai.CompletionChoice{{Text: text.String(), FinishReason: &fr}}})
 	}
 	out.reply(http.StatusOK, body)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sparkinfer/cc/enclave"
 	"github.com/sparkinfer/cc/engine"
 	"github.com/sparkinfer/cc/engine/sample"
+	"github.com/sparkinfer/cc/internal/openai"
 	"github.com/sparkinfer/cc/keys"
 	"github.com/sparkinfer/cc/keys/ohttp"
 )
@@ -115,7 +116,7 @@ func TestPlaintextMatchesGenerate(t *testing.T) {
 		if w.Code != 200 {
 			t.Fatalf("%s: %d %s", c.body, w.Code, w.Body)
 		}
-		var r textResponse
+		var r openai.CompletionResponse
 		if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || len(r.Choices) != 1 {
 			t.Fatalf("response %s (%v)", w.Body, err)
 		}
@@ -130,7 +131,7 @@ func TestPlaintextMatchesGenerate(t *testing.T) {
 	// A one-message chat on a model without a chat template is the raw prompt.
 	w := do(t, s.Handler(), "POST", ChatCompletionsPath, "application/json",
 		[]byte(`{"model":"stories260K","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":40}`))
-	var cr chatResponse
+	var cr openai.ChatResponse
 	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &cr) != nil || len(cr.Choices) != 1 {
 		t.Fatalf("chat: %d %s", w.Code, w.Body)
 	}
@@ -159,17 +160,17 @@ func readSSE(t testing.TB, body []byte) []string {
 	return out
 }
 
-func streamText(t testing.TB, events []string, chat bool) (string, string, *usage) {
+func streamText(t testing.TB, events []string, chat bool) (string, string, *openai.Usage) {
 	t.Helper()
 	if events[len(events)-1] != "[DONE]" {
 		t.Fatalf("last event %q, want [DONE]", events[len(events)-1])
 	}
 	var text strings.Builder
 	finish := ""
-	var u *usage
+	var u *openai.Usage
 	for _, e := range events[:len(events)-1] {
 		if chat {
-			var c chatChunk
+			var c openai.ChatChunk
 			if err := json.Unmarshal([]byte(e), &c); err != nil || c.Object != "chat.completion.chunk" {
 				t.Fatalf("chunk %q (%v)", e, err)
 			}
@@ -184,7 +185,7 @@ func streamText(t testing.TB, events []string, chat bool) (string, string, *usag
 			}
 			continue
 		}
-		var c textResponse
+		var c openai.CompletionResponse
 		if err := json.Unmarshal([]byte(e), &c); err != nil || c.Object != "text_completion" {
 			t.Fatalf("chunk %q (%v)", e, err)
 		}
@@ -259,7 +260,7 @@ func TestEncrypted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r chatResponse
+		var r openai.ChatResponse
 		if err := json.Unmarshal(plain, &r); err != nil || r.Choices[0].Message.Content != want {
 			t.Errorf("%s: %q (%v), want %q", ks.suite, plain, err, want)
 		}
