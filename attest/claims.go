@@ -1,5 +1,7 @@
 package attest
 
+import "fmt"
+
 // ClaimsVersion is the version string of the Claims JSON format.
 const ClaimsVersion = "sparkinfer-claims/v1"
 
@@ -68,6 +70,31 @@ type TEEClaims struct {
 	// PlatformID identifies the platform where the kind has one (TDX:
 	// FMSPC; SEV-SNP: chip id), hex.
 	PlatformID string `json:"platform_id,omitempty"`
+	// SNPProduct is the SEV-SNP product line: Milan, Genoa or Turin.
+	SNPProduct string `json:"snp_product,omitempty"`
+	// SNPReportedTCB is the SEV-SNP report's REPORTED_TCB, decoded: the TCB
+	// the VCEK/VLEK certificate vouches for (the verifier checked the
+	// certificate's TCB extension equal to it). Nil where this build does
+	// not decode the product's layout (Turin).
+	SNPReportedTCB *SNPTCB `json:"snp_reported_tcb,omitempty"`
+}
+
+// SNPTCB holds the security patch levels of an SEV-SNP TCB_VERSION (Milan
+// and Genoa layout).
+type SNPTCB struct {
+	BootLoader uint8 `json:"bootloader"`
+	TEE        uint8 `json:"tee"`
+	SNP        uint8 `json:"snp"`
+	Microcode  uint8 `json:"microcode"`
+}
+
+// AtLeast reports whether every part of t is at least the same part of min.
+func (t SNPTCB) AtLeast(min SNPTCB) bool {
+	return t.BootLoader >= min.BootLoader && t.TEE >= min.TEE && t.SNP >= min.SNP && t.Microcode >= min.Microcode
+}
+
+func (t SNPTCB) String() string {
+	return fmt.Sprintf("bootloader %d, tee %d, snp %d, microcode %d", t.BootLoader, t.TEE, t.SNP, t.Microcode)
 }
 
 // GPUClaims are the claims of one GPU's evidence.

@@ -93,7 +93,8 @@ func worstStatus(s ...string) string {
 
 // verifySEVSNP verifies an SEV-SNP report with package attest/sevsnp.
 // AMD publishes no TCB status, so CollateralChecked stays false: the policy
-// must say allow_unchecked_collateral_unsafe to accept SEV-SNP evidence.
+// appraises the reported TCB against its own minimum (snp_min_tcb), or must
+// say allow_unchecked_collateral_unsafe to accept SEV-SNP evidence.
 func (v *Verifier) verifySEVSNP(ctx context.Context, now time.Time, t *TEEEvidence, cl *check.List) (TEEClaims, []byte, error) {
 	c := TEEClaims{Kind: t.Kind}
 	sc, err := sevsnp.Verify(ctx, t.Quote, t.Certificates, sevsnp.Options{Now: now, Getter: v.opts.SNPGetter})
@@ -115,6 +116,10 @@ func (v *Verifier) verifySEVSNP(ctx context.Context, now time.Time, t *TEEEviden
 	c.Debug = sc.Policy.Debug
 	c.Measurement = sc.Measurement
 	c.PlatformID = sc.ChipID
+	c.SNPProduct = sc.Product
+	if r := sc.TCB.Reported; r.BootLoader != nil && r.TEE != nil && r.SNP != nil && r.Microcode != nil {
+		c.SNPReportedTCB = &SNPTCB{BootLoader: *r.BootLoader, TEE: *r.TEE, SNP: *r.SNP, Microcode: *r.Microcode}
+	}
 	c.RevocationChecked = passed(sc.Checks, sevsnp.CheckRevocation)
 	cl.Skip("tee.collateral", "amd publishes no tcb status: tcb not appraised")
 	rd, derr := hex.DecodeString(sc.ReportData)

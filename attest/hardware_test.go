@@ -13,6 +13,7 @@ import (
 	"github.com/sparkinfer/cc/attest/attesttest"
 	"github.com/sparkinfer/cc/attest/check"
 	"github.com/sparkinfer/cc/attest/nvgpu"
+	"github.com/sparkinfer/cc/policy"
 )
 
 // realBundle wraps real hardware evidence in a bundle: a real TDX quote with
@@ -169,5 +170,66 @@ func TestRealVTPMEvidence(t *testing.T) {
 	}
 	if c, _ := r.Checks.Find("tee.report_data"); c.Status != check.Fail {
 		t.Errorf("tee.report_data = %+v, want fail", c)
+	}
+}
+
+// TestRealSEVSNPEvidence wraps a real Milan SEV-SNP report and its VCEK
+// around our statement: the signature and the chain to AMD's Milan root
+// verify, the claims carry the product line and the decoded REPORTED_TCB
+// (the one the VCEK certifies), and only the statement binding fails.
+func TestRealSEVSNPEvidence(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile("testdata/real/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	at := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC) // inside the VCEK's validity
+	s := attesttest.Statement(at, testNonce)
+	sb, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &attest.Bundle{
+		Version:   attest.BundleVersion,
+		Statement: sb,
+		TEE:       attest.TEEEvidence{Kind: attest.KindSEVSNP, Quote: read("trustee-snp-report.bin"), Certificates: read("trustee-snp-vcek.der")},
+	}
+	r, err := verify(t, attesttest.PublicAuthority(), b, testNonce, at)
+	var ve *check.VerifyError
+	if !errors.As(err, &ve) || ve.Check != "tee.report_data" {
+		t.Fatalf("Verify: %v, want the tee.report_data rejection\n%s", err, r.Checks)
+	}
+	for _, name := range []string{"tee.signature", "sevsnp.report.signature", "sevsnp.cert.chain", "sevsnp.tcb.cert_binding"} {
+		if c, _ := r.Checks.Find(name); c.Status != check.Pass {
+			t.Errorf("%s = %+v, want pass", name, c)
+		}
+	}
+	c := r.Claims.TEE
+	if c.SNPProduct != "Milan" || c.SNPReportedTCB == nil || c.CollateralChecked {
+		t.Fatalf("tee claims %+v", c)
+	}
+	// The known answer, read off the raw report independently: REPORTED_TCB
+	// is the little-endian u64 at 0x180; Milan's layout puts the
+	// bootloader SPL in byte 0, the TEE in byte 1, SNP in byte 6 and
+	// microcode in byte 7.
+	raw := read("trustee-snp-report.bin")
+	want := attest.SNPTCB{BootLoader: raw[0x180], TEE: raw[0x181], SNP: raw[0x186], Microcode: raw[0x187]}
+	if *c.SNPReportedTCB != want {
+		t.Errorf("reported tcb %+v, want %+v", *c.SNPReportedTCB, want)
+	}
+	t.Logf("real sev-snp report: %s, reported tcb %s", c.SNPProduct, c.SNPReportedTCB)
+
+	// A policy's minimum appraises it: met at the reported TCB, not one
+	// microcode level above.
+	for _, tc := range []struct {
+		min  attest.SNPTCB
+		want check.Status
+	}{{want, check.Pass}, {attest.SNPTCB{BootLoader: want.BootLoader, TEE: want.TEE, SNP: want.SNP, Microcode: want.Microcode + 1}, check.Fail}} {
+		p := &policy.Policy{Version: policy.Version, SNPMinTCB: map[string]attest.SNPTCB{"Milan": tc.min}}
+		if ch, _ := policy.Evaluate(&r.Claims, p).Checks.Find("policy.tee.tcb_status"); ch.Status != tc.want {
+			t.Errorf("minimum %s: policy.tee.tcb_status %+v, want %s", tc.min, ch, tc.want)
+		}
 	}
 }

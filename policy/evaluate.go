@@ -155,6 +155,19 @@ func (e *eval) tee(c *attest.Claims, p *Policy) {
 	switch {
 	case t.Simulated:
 		e.skip("policy.tee.tcb_status", "SIMULATED tee has no tcb collateral")
+	case t.Kind == attest.KindSEVSNP && len(p.SNPMinTCB) > 0:
+		// AMD publishes no tcb status: the policy's minimum is the appraisal
+		min, ok := p.SNPMinTCB[t.SNPProduct]
+		switch {
+		case !ok:
+			e.fail("policy.tee.tcb_status", "tee.snp_product", fmt.Sprintf("%q", t.SNPProduct), "a product line in snp_min_tcb", "no minimum tcb for this sev-snp product line")
+		case t.SNPReportedTCB == nil:
+			e.fail("policy.tee.tcb_status", "tee.snp_reported_tcb", "not decoded", min.String(), "the reported tcb was not decoded")
+		case t.SNPReportedTCB.AtLeast(min):
+			e.pass("policy.tee.tcb_status", "sev-snp %s reported tcb (%s) >= the policy's minimum (%s)", t.SNPProduct, t.SNPReportedTCB, min)
+		default:
+			e.fail("policy.tee.tcb_status", "tee.snp_reported_tcb", t.SNPReportedTCB.String(), ">= "+min.String()+" part by part", "sev-snp reported tcb below the policy's minimum")
+		}
 	case !t.CollateralChecked && p.AllowUncheckedCollateralUnsafe:
 		e.skip("policy.tee.tcb_status", "tcb not appraised against collateral; accepted by allow_unchecked_collateral_unsafe")
 	case !t.CollateralChecked:

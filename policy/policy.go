@@ -35,6 +35,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/sparkinfer/cc/attest"
 )
 
 // Version is the version string of the policy format.
@@ -87,6 +89,14 @@ type Policy struct {
 	RTMR1 []string `json:"rtmr1"`
 	RTMR2 []string `json:"rtmr2"`
 	RTMR3 []string `json:"rtmr3"`
+	// SNPMinTCB is the least SEV-SNP TCB accepted, per product line
+	// ("Milan", "Genoa"): every part of the report's REPORTED_TCB (the one
+	// its VCEK/VLEK certificate vouches for) must be at least the part
+	// here. AMD publishes no signed TCB status; this minimum, taken from
+	// AMD's security bulletins, is how a policy appraises an SEV-SNP TCB
+	// without allow_unchecked_collateral_unsafe. When set, evidence of a
+	// product line it does not list is refused.
+	SNPMinTCB map[string]attest.SNPTCB `json:"snp_min_tcb"`
 	// SNPMeasurements lists accepted SEV-SNP launch measurements (48 bytes
 	// hex). Required for sev-snp evidence unless AllowAnyMeasurementsUnsafe.
 	SNPMeasurements []string `json:"snp_measurements"`
@@ -220,6 +230,11 @@ func (p *Policy) Validate() error {
 			return &Error{Field: "allowed_tcb_statuses", Err: fmt.Errorf("%q is not an allowed tcb status name (one of %v; Revoked is never allowed)", s, tcbStatuses)}
 		}
 	}
+	for prod := range p.SNPMinTCB {
+		if !slices.Contains(snpTCBProducts, prod) {
+			return &Error{Field: "snp_min_tcb", Err: fmt.Errorf("%q is not a product line whose tcb layout this build decodes (one of %v)", prod, snpTCBProducts)}
+		}
+	}
 	if p.MinTEETCBSVN != "" && !isHex(p.MinTEETCBSVN, 16) {
 		return &Error{Field: "min_tee_tcb_svn", Err: fmt.Errorf("%q is not 16 bytes of hex", p.MinTEETCBSVN)}
 	}
@@ -250,6 +265,10 @@ func (p *Policy) Validate() error {
 	}
 	return nil
 }
+
+// snpTCBProducts are the SEV-SNP product lines whose TCB_VERSION layout the
+// verifier decodes (Turin's differs and is not decoded).
+var snpTCBProducts = []string{"Milan", "Genoa"}
 
 func isHex(s string, n int) bool {
 	b, err := hex.DecodeString(s)

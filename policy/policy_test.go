@@ -65,6 +65,9 @@ func TestDecodeStrict(t *testing.T) {
 		"negative duration": `{"version":"sparkinfer-policy/v1","max_evidence_age":"-5m"}`,
 		"duration number":   `{"version":"sparkinfer-policy/v1","max_evidence_age":300}`,
 		"negative gpus":     `{"version":"sparkinfer-policy/v1","min_gpus":-1}`,
+		"snp tcb product":   `{"version":"sparkinfer-policy/v1","snp_min_tcb":{"Turin":{"bootloader":1,"tee":0,"snp":1,"microcode":1}}}`,
+		"snp tcb field":     `{"version":"sparkinfer-policy/v1","snp_min_tcb":{"Milan":{"fmc":1}}}`,
+		"snp tcb range":     `{"version":"sparkinfer-policy/v1","snp_min_tcb":{"Milan":{"snp":256}}}`,
 		"not json":          `version: 1`,
 		"empty":             ``,
 		"null":              `null`,
@@ -101,6 +104,15 @@ func simClaims(t testing.TB, spec attesttest.Spec) *attest.Claims {
 		t.Fatalf("%v\n%s", err, r.Checks)
 	}
 	return &r.Claims
+}
+
+// snpClaims turns simulated claims into verified SEV-SNP claims of a Milan
+// part (revocation checked, GPU appraised), leaving the TCB to the case.
+func snpClaims(c *attest.Claims) {
+	c.Simulated, c.TEE.Simulated, c.TEE.Kind = false, false, attest.KindSEVSNP
+	c.TEE.MRTD, c.TEE.RTMRs, c.TEE.Measurement = "", nil, strings.Repeat("ab", 48)
+	c.TEE.SNPProduct, c.TEE.RevocationChecked = "Milan", true
+	c.GPUs[0].Simulated, c.GPUs[0].RIMsChecked, c.GPUs[0].MeasurementsMatch, c.GPUs[0].RevocationChecked = false, true, true, true
 }
 
 func failed(v policy.Verdict) []string {
@@ -217,6 +229,37 @@ func TestEvaluateReportsEachFailure(t *testing.T) {
 			p.TEEKinds = []string{"sev-snp"}
 			p.AllowedTCBStatuses = []string{"UpToDate", "SWHardeningNeeded"}
 		}, []string{"policy.tee.kind"}},
+		{"sev-snp without a minimum tcb or the unsafe flag", attesttest.Spec{GPUs: 1}, func(p *policy.Policy, c *attest.Claims) {
+			snpClaims(c)
+			c.TEE.SNPReportedTCB = &attest.SNPTCB{BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}
+		}, []string{"policy.tee.tcb_status"}},
+		{"sev-snp reported tcb at the minimum", attesttest.Spec{GPUs: 1}, func(p *policy.Policy, c *attest.Claims) {
+			snpClaims(c)
+			c.TEE.SNPReportedTCB = &attest.SNPTCB{BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}
+			p.SNPMinTCB = map[string]attest.SNPTCB{"Milan": {BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}, "Genoa": {BootLoader: 9, TEE: 0, SNP: 23, Microcode: 72}}
+		}, nil},
+		{"sev-snp reported tcb above the minimum", attesttest.Spec{GPUs: 1}, func(p *policy.Policy, c *attest.Claims) {
+			snpClaims(c)
+			c.TEE.SNPReportedTCB = &attest.SNPTCB{BootLoader: 4, TEE: 1, SNP: 9, Microcode: 116}
+			p.SNPMinTCB = map[string]attest.SNPTCB{"Milan": {BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}}
+		}, nil},
+		{"sev-snp microcode below the minimum", attesttest.Spec{GPUs: 1}, func(p *policy.Policy, c *attest.Claims) {
+			snpClaims(c)
+			c.TEE.SNPReportedTCB = &attest.SNPTCB{BootLoader: 9, TEE: 9, SNP: 22, Microcode: 114}
+			p.SNPMinTCB = map[string]attest.SNPTCB{"Milan": {BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}}
+			p.AllowUncheckedCollateralUnsafe = true // a minimum, once set, is not waived
+		}, []string{"policy.tee.tcb_status"}},
+		{"sev-snp product line without a minimum", attesttest.Spec{GPUs: 1}, func(p *policy.Policy, c *attest.Claims) {
+			snpClaims(c)
+			c.TEE.SNPProduct = "Genoa"
+			c.TEE.SNPReportedTCB = &attest.SNPTCB{BootLoader: 9, TEE: 0, SNP: 23, Microcode: 72}
+			p.SNPMinTCB = map[string]attest.SNPTCB{"Milan": {BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}}
+		}, []string{"policy.tee.tcb_status"}},
+		{"sev-snp reported tcb not decoded", attesttest.Spec{GPUs: 1}, func(p *policy.Policy, c *attest.Claims) {
+			snpClaims(c)
+			c.TEE.SNPProduct = "Turin"
+			p.SNPMinTCB = map[string]attest.SNPTCB{"Milan": {BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}}
+		}, []string{"policy.tee.tcb_status"}},
 		{"hardware claims all good, offline allowed", attesttest.Spec{GPUs: 1}, func(p *policy.Policy, c *attest.Claims) {
 			c.Simulated, c.TEE.Simulated, c.TEE.Kind = false, false, attest.KindTDX
 			c.TEE.CollateralChecked, c.TEE.TCBStatus = true, "UpToDate"
