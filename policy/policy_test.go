@@ -352,3 +352,17 @@ func FuzzDecodePolicy(f *testing.F) {
 		}
 	})
 }
+
+func TestSNPMinTCBFile(t *testing.T) {
+	b, err := os.ReadFile("testdata/snp-min-tcb.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.SNPMinTCB["Milan"], (attest.SNPTCB{BootLoader: 3, TEE: 0, SNP: 8, Microcode: 115}); got != want || len(p.SNPMinTCB) != 2 {
+		t.Errorf("snp_min_tcb %+v, want Milan %+v and Genoa", p.SNPMinTCB, want)
+	}
+}
