@@ -16,7 +16,7 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	fs := cli.NewFlagSet("sparkinfer", "bench", env)
 	modelPath := fs.String("model", "", "GGUF model file (default: the embedded stories260K)")
 	device := fs.String("device", "cpu", "device: "+strings.Join(engine.Devices, ", "))
-	ctxs := fs.String("ctx", "128,512,4096", "comma-separated contexts at which decode is timed")
+	ctxs := fs.String("ctx", "", "comma-separated contexts at which decode is timed (default 128,512,4096; with --device cuda 128,512,4096,16384,32768)")
 	tokens := fs.Int("tokens", 64, "decode steps timed per run")
 	runs := fs.Int("runs", 5, "runs per measurement (the median is reported)")
 	prefill := fs.Int("prefill", 512, "tokens of the prefill measurements (from an empty cache and after each --ctx)")
@@ -29,6 +29,9 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	}
 	if fs.NArg() != 0 {
 		return 2, cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *ctxs == "" {
+		*ctxs = defaultBenchContexts(*device)
 	}
 	var contexts []int
 	maxCtx := *prefill
@@ -84,4 +87,13 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 		fmt.Fprintf(tw, "decode\t%d\t%d\t%d\t%.2f\t%.2f\t%s\t\n", p.Context, p.Tokens, len(p.Runs), p.Median, p.WeightGBs, roof)
 	}
 	return 0, tw.Flush()
+}
+
+// defaultBenchContexts are the decode contexts bench times without --ctx:
+// the long ones (16k, 32k) only on the GPU, where they take seconds.
+func defaultBenchContexts(device string) string {
+	if device == "cuda" {
+		return "128,512,4096,16384,32768"
+	}
+	return "128,512,4096"
 }
