@@ -158,10 +158,10 @@ func mib(b float64) float64 { return b / (1 << 20) }
 // and a 40-byte expiry record in a slice growing by at most 2x (under 80
 // bytes): 160 bytes per entry (measured: 108 to 125 bytes per entry for
 // 10,000 to 65,536 entries), and the cache never holds more than
-// ohttp.DefaultReplayCapacity entries. On top, 1 MiB for the runtime's and
-// the HTTP stack's own caches (sync.Pool victims, buffer pools), below what
-// one leaked generation keeps (its KV cache alone is about 2.7 MB with the
-// embedded model).
+// ohttp.DefaultReplayCapacity entries. (Requests refused before
+// decapsulation, docs/PROTOCOL.md section 6 step 0, leave none: the bound
+// is generous for them.) On top, 1 MiB for the runtime's and the HTTP
+// stack's own caches (sync.Pool victims, buffer pools).
 func heapGrowthBound(n int64) float64 {
 	return float64(1<<20) + 160*float64(min(n, int64(ohttp.DefaultReplayCapacity)))
 }
