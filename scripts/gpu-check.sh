@@ -6,7 +6,7 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile;
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 2); the `variants` stage runs stories,
@@ -94,6 +94,42 @@ print(f"{r['model']}: {g.get('name')} copy {g.get('copy_gb_s',0):.0f} GB/s, weig
 for p in r["prefill"]: print(f"  prefill ctx={p['context']:>6} n={p['tokens']:>6} {p['median_tok_s']:>10.1f} tok/s")
 for p in r["decode"]: print(f"  decode  ctx={p['context']:>6} {p['median_tok_s']:>10.1f} tok/s  {p.get('roofline_pct',0):.1f}% roofline")
 PY
+	done
+fi
+
+if has ab; then
+	# A/B of kernel builds in one machine start: AB is a space-separated list
+	# of name=source[:nvcc flags, comma-separated] (e.g. "landed=kernels/sparkinfer_kernels.cu
+	# wip=.dev/wip/sparkinfer_kernels.cu big=kernels/sparkinfer_kernels.cu:-DATT2_MIN=32");
+	# each is built for sm_90 in parallel, then decode (and prefill after each
+	# context) of every BENCH_MODELS model is timed with each build in turn,
+	# AB_ROUNDS times (default 2), so that drift shows.
+	log "a/b builds: ${AB:?set AB=name=source[:flags] ...}"
+	mkdir -p /tmp/ab
+	for spec in $AB; do
+		name=${spec%%=*}; rest=${spec#*=}; src=${rest%%:*}; flags=""
+		[ "$src" != "$rest" ] && flags=${rest#*:} && flags=${flags//,/ }
+		${NVCC:-nvcc} -O3 -std=c++17 -Ikernels -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 -shared -cudart static \
+			$flags -o "/tmp/ab/$name.so" "$src" > "/tmp/ab/$name.log" 2>&1 &
+	done
+	wait
+	for spec in $AB; do name=${spec%%=*}; [ -f "/tmp/ab/$name.so" ] || { echo "build $name failed:"; tail -5 "/tmp/ab/$name.log"; exit 1; }; done
+	for m in ${BENCH_MODELS:-tinyllama-q8_0}; do model $m; done
+	for round in $(seq ${AB_ROUNDS:-2}); do
+		for m in ${BENCH_MODELS:-tinyllama-q8_0}; do
+			for spec in $AB; do
+				name=${spec%%=*}
+				"$SI" bench --device cuda --kernels "/tmp/ab/$name.so" --kernels-any-digest-unsafe --model "$MODELS/$m.gguf" \
+					--ctx ${BENCH_CTX:-128,4096} --tokens ${BENCH_TOKENS:-128} --runs ${AB_RUNS:-3} --prefill 512 --json > /tmp/ab/out.json 2>/tmp/ab/err.txt
+				rc=$?
+				[ $rc = 0 ] || { echo "round $round $m $name exit $rc: $(tail -1 /tmp/ab/err.txt)"; continue; }
+				echo "round $round $m $name: $(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(" ".join("decode@%d %.1f" % (p["context"], p["median_tok_s"]) for p in r["decode"]),
+      " ".join("prefill%d@%d %.0f" % (p["tokens"], p["context"], p["median_tok_s"]) for p in r["prefill"]))' /tmp/ab/out.json)"
+			done
+		done
 	done
 fi
 
