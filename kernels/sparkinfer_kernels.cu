@@ -23,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 struct sk_ctx {
@@ -2413,6 +2415,16 @@ struct sk_model {
 	int32_t *h_step;  // pinned: [0..chunk) tokens, [chunk] pos, [chunk+1] next
 	cudaGraphExec_t graph;
 	bool graph_ready;
+	// SPARKINFER_PROFILE=1 (v2): decode steps run without the graph, with
+	// an event after each kernel; the GPU time between consecutive events
+	// (the kernel, plus any wait for the CPU's next launch) is summed by
+	// kernel and printed to stderr when the model is freed. A measurement
+	// aid: the graph's overlap, programmatic launch included, is lost.
+	bool prof;
+	int prof_n, prof_steps;
+	std::vector<cudaEvent_t> prof_ev;
+	std::vector<const char *> prof_name;
+	std::vector<std::pair<std::string, std::pair<int, double>>> prof_sum;  // name -> (count, us)
 	std::vector<void *> allocs;
 };
 
@@ -2426,6 +2438,17 @@ extern "C" void sk_model_free(sk_model *m) {
 	if (!m) return;
 	cudaSetDevice(m->ctx->device);
 	if (m->graph_ready) cudaGraphExecDestroy(m->graph);
+	if (m->prof && m->prof_steps > 0) {
+		fprintf(stderr, "sparkinfer kernels profile: %d decode steps, GPU time per step by kernel (events between launches, no graph)\n",
+		        m->prof_steps);
+		double tot = 0;
+		for (auto &e : m->prof_sum) tot += e.second.second;
+		for (auto &e : m->prof_sum)
+			fprintf(stderr, "  %-10s %4d launches/step %9.2f us/step %5.1f%%\n", e.first.c_str(),
+			        e.second.first / m->prof_steps, e.second.second / m->prof_steps, 100.0 * e.second.second / tot);
+		fprintf(stderr, "  %-10s %24.2f us/step\n", "total", tot / m->prof_steps);
+	}
+	for (cudaEvent_t e : m->prof_ev) cudaEventDestroy(e);
 	sk_matrix_free(m->ctx, m->embd);
 	if (m->output != m->embd) sk_matrix_free(m->ctx, m->output);
 	for (auto &L : m->layers) {
@@ -2453,6 +2476,10 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 	m->cfg = *c;
 	m->layers.resize(c->n_layer);
 	m->variant = ctx->variant;
+	{
+		const char *pe = getenv("SPARKINFER_PROFILE");
+		m->prof = pe && strcmp(pe, "1") == 0;
+	}
 	m->att2 = m->variant == SK_VARIANT_V2 && att2_ok(c->n_head, c->n_kv_head, c->head_dim);
 	// v1 prefill attention keeps per-token partials: its chunk stays small
 	m->chunk = m->att2 ? PREFILL_CHUNK_V2 : PREFILL_CHUNK;
@@ -2592,6 +2619,20 @@ static int model_check(sk_model *m) {
 	return SK_OK;
 }
 
+// prof_mark records an event named after the kernel just enqueued (profile
+// mode only).
+static void prof_mark(sk_model *m, const char *name) {
+	if (!m->prof) return;
+	if (m->prof_n == (int)m->prof_ev.size()) {
+		cudaEvent_t e;
+		if (cudaEventCreate(&e) != cudaSuccess) return;
+		m->prof_ev.push_back(e);
+		m->prof_name.push_back(name);
+	}
+	m->prof_name[m->prof_n] = name;
+	cudaEventRecord(m->prof_ev[m->prof_n++], m->ctx->stream);
+}
+
 // Enqueue the forward pass for n tokens whose ids are in d_tok and whose
 // first position is *d_pos; leaves the last token's logits in m->logits and
 // its argmax in d_next.
@@ -2643,7 +2684,13 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 	sk_ctx *ctx = m->ctx;
 	const sk_model_config &c = m->cfg;
 	const int qd = c.n_head * c.head_dim, kd = c.n_kv_head * c.head_dim;
+	const bool dec = n == 1;  // profile marks: decode steps only
+	if (dec) {
+		m->prof_n = 0;
+		prof_mark(m, "start");
+	}
 	int rc = sk_get_rows(ctx, m->embd, m->d_tok, m->x, n);
+	if (dec) prof_mark(m, "get_rows");
 	sk_epilogue qkv;
 	memset(&qkv, 0, sizeof qkv);
 	qkv.mode = SK_EPI_QKV;
@@ -2676,6 +2723,7 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 				rc = gemv2_launch(ctx, 3, wqkv, m->x, L.attn_norm, c.eps, &st, 0);
 				if (rc == SK_OK) rc = sk_qkv_post(ctx, m->qkv, 1, L.q_norm, L.k_norm, c.eps, &qkv);
 			}
+			prof_mark(m, "qkv");
 			if (rc == SK_OK) {
 				if (m->att2)
 					rc = attn2_decode(ctx, m->q, L.kc, L.vc, m->att, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
@@ -2684,9 +2732,13 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 					rc = attention(ctx, m->q, L.kc, L.vc, m->att, 1, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
 					               m->d_pos);
 			}
+			prof_mark(m, "attention");
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.wo, m->att, nullptr, 0.f, &acc, 0);
+			prof_mark(m, "o");
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 2, wgu, m->x, L.ffn_norm, c.eps, &sw, 0);
+			prof_mark(m, "gate_up");
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.down, m->g, nullptr, 0.f, &acc, 0);
+			prof_mark(m, "down");
 			continue;
 		}
 		rc = sk_rmsnorm(ctx, m->x, L.attn_norm, m->xn, c.dim, n, c.eps);
@@ -2713,7 +2765,9 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 	const sk_matrix *out = m->output ? m->output : m->embd;
 	sk_epilogue lo = plain_epi(m->logits, c.vocab, 0);
 	if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &out, last, m->out_norm, c.eps, &lo, 0);
+	if (dec) prof_mark(m, "output");
 	if (rc == SK_OK) rc = sk_argmax(ctx, m->logits, c.vocab, m->d_next);
+	if (dec) prof_mark(m, "argmax");
 	return rc;
 }
 
@@ -2734,6 +2788,32 @@ extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, i
 	if (rc != SK_OK) return rc;
 	m->h_step[0] = token;
 	m->h_step[m->chunk] = pos;
+	if (m->prof && m->variant == SK_VARIANT_V2) {
+		// profile mode: the step's launches directly, an event after each
+		m->prof_n = 0;
+		CK(ctx, cudaMemcpyAsync(m->d_tok, m->h_step, 4, cudaMemcpyHostToDevice, ctx->stream));
+		CK(ctx, cudaMemcpyAsync(m->d_pos, m->h_step + m->chunk, 4, cudaMemcpyHostToDevice, ctx->stream));
+		rc = enqueue(m, 1);
+		if (rc != SK_OK) return rc;
+		CK(ctx, cudaMemcpyAsync(m->h_step + m->chunk + 1, m->d_next, 4, cudaMemcpyDeviceToHost, ctx->stream));
+		if (logits) CK(ctx, cudaMemcpyAsync(logits, m->logits, (size_t)c.vocab * 4, cudaMemcpyDeviceToHost, ctx->stream));
+		CK(ctx, cudaStreamSynchronize(ctx->stream));
+		for (int i = 1; i < m->prof_n; i++) {
+			float ms = 0.f;
+			CK(ctx, cudaEventElapsedTime(&ms, m->prof_ev[i - 1], m->prof_ev[i]));
+			auto it = m->prof_sum.begin();
+			while (it != m->prof_sum.end() && it->first != m->prof_name[i]) ++it;
+			if (it == m->prof_sum.end()) {
+				m->prof_sum.push_back({m->prof_name[i], {0, 0.0}});
+				it = m->prof_sum.end() - 1;
+			}
+			it->second.first++;
+			it->second.second += 1000.0 * ms;
+		}
+		m->prof_steps++;
+		if (next) *next = m->h_step[m->chunk + 1];
+		return SK_OK;
+	}
 	if (!m->graph_ready) {
 		cudaGraph_t g;
 		CK(ctx, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));

@@ -167,7 +167,10 @@ if has profile; then
 	# counters; clocks left alone
 	for m in ${PROFILE_MODELS:-tinyllama-q8_0}; do
 		model $m
-		log "profile $m"
+		log "profile $m: in place (SPARKINFER_PROFILE=1: events between the decode step's launches)"
+		SPARKINFER_PROFILE=1 "$SI" bench --device cuda $K --model "$MODELS/$m.gguf" --ctx ${BENCH_CTX:-128,4096} --tokens 64 --runs 1 --prefill 16 \
+			2>&1 >/dev/null | grep -A30 "kernels profile" | tee "$OUT/kprofile-$m.txt"
+		log "profile $m: ncu"
 		ncu --clock-control none --launch-count ${PROFILE_KERNELS:-700} --csv \
 			--metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__block_size \
 			"$SI" generate --device cuda $K --model "$MODELS/$m.gguf" --temperature 0 --max-tokens 3 --prompt "Once" \
