@@ -119,77 +119,67 @@ func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, er
 		}
 		return BenchPoint{Context: c, Tokens: n, Runs: runs, Median: med}
 	}
-	// Standalone prefill.
 	seq, err := e.Backend.NewSequence(e.Context)
 	if err != nil {
 		return nil, err
 	}
-	var runs []float64
-	for i := range cfg.Runs {
-		progress(fmt.Sprintf("prefill %d tokens, run %d/%d", cfg.PrefillTokens, i+1, cfg.Runs))
-		if err := seq.Truncate(0); err != nil {
-			return nil, err
+	// measure times cfg.Runs runs of work, each after truncating the cache
+	// to from and each processing tokens tokens.
+	measure := func(label string, from, tokens int, work func() error) (BenchPoint, error) {
+		runs := make([]float64, 0, cfg.Runs)
+		for i := range cfg.Runs {
+			progress(fmt.Sprintf("%s, run %d/%d", label, i+1, cfg.Runs))
+			if err := seq.Truncate(from); err != nil {
+				return BenchPoint{}, err
+			}
+			t0 := time.Now()
+			if err := work(); err != nil {
+				return BenchPoint{}, err
+			}
+			runs = append(runs, float64(tokens)/time.Since(t0).Seconds())
 		}
-		t0 := time.Now()
-		if _, err := seq.Forward(toks(cfg.PrefillTokens), false); err != nil {
-			return nil, err
-		}
-		runs = append(runs, float64(cfg.PrefillTokens)/time.Since(t0).Seconds())
+		return point(from, tokens, runs), nil
 	}
-	r.Prefill = append(r.Prefill, point(0, cfg.PrefillTokens, runs))
+	prefill := func(n int) func() error {
+		return func() error { _, err := seq.Forward(toks(n), false); return err }
+	}
+	gs, greedy := seq.(model.GreedySequence)
+	decode := func() error {
+		for j := range cfg.Tokens {
+			tok := 1 + j%(m.Vocab-1)
+			var err error
+			if greedy {
+				// the device picks the token; only its id comes back
+				_, err = gs.Greedy(tok)
+			} else {
+				_, err = seq.Forward([]int{tok}, false)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Standalone prefill.
+	p, err := measure(fmt.Sprintf("prefill %d tokens", cfg.PrefillTokens), 0, cfg.PrefillTokens, prefill(cfg.PrefillTokens))
+	if err != nil {
+		return nil, err
+	}
+	r.Prefill = append(r.Prefill, p)
 	for _, c := range cfg.Contexts {
-		runs = runs[:0:0]
-		for i := range cfg.Runs {
-			progress(fmt.Sprintf("prefill (cache fill) to %d tokens, run %d/%d", c, i+1, cfg.Runs))
-			if err := seq.Truncate(0); err != nil {
-				return nil, err
-			}
-			t0 := time.Now()
-			if _, err := seq.Forward(toks(c), false); err != nil {
-				return nil, err
-			}
-			runs = append(runs, float64(c)/time.Since(t0).Seconds())
+		if p, err = measure(fmt.Sprintf("prefill (cache fill) to %d tokens", c), 0, c, prefill(c)); err != nil {
+			return nil, err
 		}
-		r.Prefill = append(r.Prefill, point(0, c, runs))
+		r.Prefill = append(r.Prefill, p)
 		if c+cfg.PrefillTokens <= e.Context {
-			runs = runs[:0:0]
-			for i := range cfg.Runs {
-				progress(fmt.Sprintf("prefill %d tokens after %d, run %d/%d", cfg.PrefillTokens, c, i+1, cfg.Runs))
-				if err := seq.Truncate(c); err != nil {
-					return nil, err
-				}
-				t0 := time.Now()
-				if _, err := seq.Forward(toks(cfg.PrefillTokens), false); err != nil {
-					return nil, err
-				}
-				runs = append(runs, float64(cfg.PrefillTokens)/time.Since(t0).Seconds())
-			}
-			r.Prefill = append(r.Prefill, point(c, cfg.PrefillTokens, runs))
-		}
-		runs = runs[:0:0]
-		for i := range cfg.Runs {
-			progress(fmt.Sprintf("decode at %d, run %d/%d", c, i+1, cfg.Runs))
-			if err := seq.Truncate(c); err != nil {
+			if p, err = measure(fmt.Sprintf("prefill %d tokens after %d", cfg.PrefillTokens, c), c, cfg.PrefillTokens, prefill(cfg.PrefillTokens)); err != nil {
 				return nil, err
 			}
-			t0 := time.Now()
-			gs, greedy := seq.(model.GreedySequence)
-			for j := range cfg.Tokens {
-				tok := 1 + j%(m.Vocab-1)
-				var err error
-				if greedy {
-					// the device picks the token; only its id comes back
-					_, err = gs.Greedy(tok)
-				} else {
-					_, err = seq.Forward([]int{tok}, false)
-				}
-				if err != nil {
-					return nil, err
-				}
-			}
-			runs = append(runs, float64(cfg.Tokens)/time.Since(t0).Seconds())
+			r.Prefill = append(r.Prefill, p)
 		}
-		p := point(c, cfg.Tokens, runs)
+		if p, err = measure(fmt.Sprintf("decode at %d", c), c, cfg.Tokens, decode); err != nil {
+			return nil, err
+		}
 		p.WeightGBs = p.Median * float64(r.WeightBytesPerToken) / 1e9
 		if r.GPU != nil && r.GPU.CopyGBs > 0 {
 			p.RooflinePct = 100 * p.WeightGBs / r.GPU.CopyGBs

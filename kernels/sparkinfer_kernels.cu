@@ -1168,8 +1168,6 @@ struct Xs {
 	const float *f;
 };
 
-__device__ __forceinline__ int ld_s32(const int8_t *p) { return *(const int *)p; }
-
 // Each lane accumulates partial dot products of two rows at once (row ra of
 // a and row rb of b, same type): the loads of both rows are in flight
 // together. The sums are warp-reduced by the caller.
@@ -2775,6 +2773,37 @@ static int enqueue(sk_model *m, int n) {
 	return m->variant == SK_VARIANT_V2 ? enqueue_forward_v2(m, n) : enqueue_forward(m, n);
 }
 
+// enqueue_step enqueues one decode step: the token and position in, the
+// forward pass, the argmax out (captured once into the decode graph).
+static int enqueue_step(sk_model *m) {
+	sk_ctx *ctx = m->ctx;
+	CK(ctx, cudaMemcpyAsync(m->d_tok, m->h_step, 4, cudaMemcpyHostToDevice, ctx->stream));
+	CK(ctx, cudaMemcpyAsync(m->d_pos, m->h_step + m->chunk, 4, cudaMemcpyHostToDevice, ctx->stream));
+	int rc = enqueue(m, 1);
+	if (rc != SK_OK) return rc;
+	CK(ctx, cudaMemcpyAsync(m->h_step + m->chunk + 1, m->d_next, 4, cudaMemcpyDeviceToHost, ctx->stream));
+	return SK_OK;
+}
+
+// prof_collect adds the times between a finished step's events to the
+// per-kernel sums (profile mode).
+static int prof_collect(sk_model *m) {
+	for (int i = 1; i < m->prof_n; i++) {
+		float ms = 0.f;
+		CK(m->ctx, cudaEventElapsedTime(&ms, m->prof_ev[i - 1], m->prof_ev[i]));
+		auto it = m->prof_sum.begin();
+		while (it != m->prof_sum.end() && it->first != m->prof_name[i]) ++it;
+		if (it == m->prof_sum.end()) {
+			m->prof_sum.push_back({m->prof_name[i], {0, 0.0}});
+			it = m->prof_sum.end() - 1;
+		}
+		it->second.first++;
+		it->second.second += 1000.0 * ms;
+	}
+	m->prof_steps++;
+	return SK_OK;
+}
+
 extern "C" int sk_model_variant(const sk_model *m) { return m ? m->variant : 0; }
 
 extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, int32_t *next) {
@@ -2788,53 +2817,35 @@ extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, i
 	if (rc != SK_OK) return rc;
 	m->h_step[0] = token;
 	m->h_step[m->chunk] = pos;
-	if (m->prof && m->variant == SK_VARIANT_V2) {
-		// profile mode: the step's launches directly, an event after each
-		m->prof_n = 0;
-		CK(ctx, cudaMemcpyAsync(m->d_tok, m->h_step, 4, cudaMemcpyHostToDevice, ctx->stream));
-		CK(ctx, cudaMemcpyAsync(m->d_pos, m->h_step + m->chunk, 4, cudaMemcpyHostToDevice, ctx->stream));
-		rc = enqueue(m, 1);
+	// profile mode: the step's launches directly, an event after each
+	const bool prof = m->prof && m->variant == SK_VARIANT_V2;
+	if (prof) {
+		rc = enqueue_step(m);
 		if (rc != SK_OK) return rc;
-		CK(ctx, cudaMemcpyAsync(m->h_step + m->chunk + 1, m->d_next, 4, cudaMemcpyDeviceToHost, ctx->stream));
-		if (logits) CK(ctx, cudaMemcpyAsync(logits, m->logits, (size_t)c.vocab * 4, cudaMemcpyDeviceToHost, ctx->stream));
-		CK(ctx, cudaStreamSynchronize(ctx->stream));
-		for (int i = 1; i < m->prof_n; i++) {
-			float ms = 0.f;
-			CK(ctx, cudaEventElapsedTime(&ms, m->prof_ev[i - 1], m->prof_ev[i]));
-			auto it = m->prof_sum.begin();
-			while (it != m->prof_sum.end() && it->first != m->prof_name[i]) ++it;
-			if (it == m->prof_sum.end()) {
-				m->prof_sum.push_back({m->prof_name[i], {0, 0.0}});
-				it = m->prof_sum.end() - 1;
+	} else {
+		if (!m->graph_ready) {
+			cudaGraph_t g;
+			CK(ctx, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+			rc = enqueue_step(m);
+			cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
+			if (rc != SK_OK) {
+				if (e == cudaSuccess) cudaGraphDestroy(g);
+				return rc;
 			}
-			it->second.first++;
-			it->second.second += 1000.0 * ms;
+			CK(ctx, e);
+			e = cudaGraphInstantiateWithFlags(&m->graph, g, 0);
+			cudaGraphDestroy(g);
+			CK(ctx, e);
+			m->graph_ready = true;
 		}
-		m->prof_steps++;
-		if (next) *next = m->h_step[m->chunk + 1];
-		return SK_OK;
+		CK(ctx, cudaGraphLaunch(m->graph, ctx->stream));
 	}
-	if (!m->graph_ready) {
-		cudaGraph_t g;
-		CK(ctx, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
-		cudaMemcpyAsync(m->d_tok, m->h_step, 4, cudaMemcpyHostToDevice, ctx->stream);
-		cudaMemcpyAsync(m->d_pos, m->h_step + m->chunk, 4, cudaMemcpyHostToDevice, ctx->stream);
-		rc = enqueue(m, 1);
-		cudaMemcpyAsync(m->h_step + m->chunk + 1, m->d_next, 4, cudaMemcpyDeviceToHost, ctx->stream);
-		cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
-		if (rc != SK_OK) {
-			if (e == cudaSuccess) cudaGraphDestroy(g);
-			return rc;
-		}
-		CK(ctx, e);
-		e = cudaGraphInstantiateWithFlags(&m->graph, g, 0);
-		cudaGraphDestroy(g);
-		CK(ctx, e);
-		m->graph_ready = true;
-	}
-	CK(ctx, cudaGraphLaunch(m->graph, ctx->stream));
 	if (logits) CK(ctx, cudaMemcpyAsync(logits, m->logits, (size_t)c.vocab * 4, cudaMemcpyDeviceToHost, ctx->stream));
 	CK(ctx, cudaStreamSynchronize(ctx->stream));
+	if (prof) {
+		rc = prof_collect(m);
+		if (rc != SK_OK) return rc;
+	}
 	if (next) *next = m->h_step[m->chunk + 1];
 	return SK_OK;
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/sparkinfer/cc/attest"
 	"github.com/sparkinfer/cc/attest/attesttest"
 	"github.com/sparkinfer/cc/attest/check"
+	"github.com/sparkinfer/cc/internal/fuzzseed"
 	"github.com/sparkinfer/cc/policy"
 )
 
@@ -320,22 +320,7 @@ func TestAppraise(t *testing.T) {
 }
 
 func FuzzDecodePolicy(f *testing.F) {
-	seeds, err := filepath.Glob("*.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	more, _ := filepath.Glob("testdata/*.json")
-	seeds = append(seeds, more...)
-	if len(seeds) == 0 {
-		f.Fatal("no policy seeds")
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	fuzzseed.Files(f, "*.json", "testdata/*.json")
 	c := simClaims(f, attesttest.Spec{GPUs: 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := policy.Parse(data)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/sparkinfer/cc/internal/fuzzseed"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,17 +298,7 @@ func TestParseManifest(t *testing.T) {
 }
 
 func FuzzParseManifest(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/manifests/*.txt")
-	if len(seeds) == 0 {
-		f.Fatal("no seed manifests in testdata/manifests")
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	fuzzseed.Files(f, "testdata/manifests/*.txt")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseManifest(b)
 		if err != nil {

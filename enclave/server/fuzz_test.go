@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/sparkinfer/cc/internal/fuzzseed"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,17 +12,7 @@ import (
 // seeds adds the request bodies in testdata/requests whose names start with
 // prefix; the test fails when there are none.
 func seeds(f *testing.F, prefix string) {
-	files, err := filepath.Glob(filepath.Join("testdata", "requests", prefix+"*.json"))
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no seed requests testdata/requests/%s*.json (%v)", prefix, err)
-	}
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	fuzzseed.Files(f, filepath.Join("testdata", "requests", prefix+"*.json"))
 }
 
 // checkJob asserts what every accepted request must satisfy, and that a

@@ -351,13 +351,48 @@ func TestSwiGLUFused(t *testing.T) {
 	}
 }
 
+// qkvEpilogue is a QKV epilogue for case c writing ntok tokens from pos0:
+// a Q output, K and V caches of maxCtx positions (filled with 0x3c, so
+// untouched positions show), and, when c.freq, per-pair frequency divisors
+// drawn from r in [1, 1+span) (returned for the reference).
+func qkvEpilogue(t *testing.T, d *Device, r *rand.Rand, c ropeCase, ntok, pos0, maxCtx int, span float64) (Epilogue, []float32) {
+	t.Helper()
+	var freq []float32
+	var F *Buffer
+	if c.freq {
+		freq = make([]float32, c.rd/2)
+		for i := range freq {
+			freq[i] = float32(1 + r.Float64()*span)
+		}
+		F = in(t, d, freq)
+	}
+	kd := c.kv * c.hd
+	Q := out(t, d, ntok*c.heads*c.hd)
+	var cache [2]*Buffer
+	for i := range cache {
+		b, err := d.Alloc(2 * kd * maxCtx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Free() })
+		if err := b.Fill(0x3c); err != nil {
+			t.Fatal(err)
+		}
+		cache[i] = b
+	}
+	return Epilogue{Mode: EpiQKV, QOut: Q, KCache: cache[0], VCache: cache[1], Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd,
+		RopeDim: c.rd, MaxCtx: maxCtx, Neox: c.neox, Base: float32(c.base), Scale: float32(c.scale), Freq: F,
+		Pos0: ints(t, d, []int32{int32(pos0)})}, freq
+}
+
 type ropeCase struct {
 	heads, kv, hd, rd int
 	neox, freq        bool
 	base, scale       float64
 }
 
-// ropeRef rotates v (heads x hd) in place at position p, as TestRope's reference.
+// ropeRef rotates v (heads x hd) in place at position p (the reference of
+// k_rope and of the QKV epilogue's RoPE).
 func ropeRef(v []float64, heads int, c ropeCase, p int, freq []float32) {
 	for h := 0; h < heads; h++ {
 		x := v[h*c.hd:]
@@ -466,25 +501,8 @@ func TestQKVFused(t *testing.T) {
 				ntok, pos0, maxCtx := max(n, 1), 13, 40
 				x := randn(r, ntok*cs.dim, 1)
 				nw := randn(r, cs.dim, 1)
-				var freq []float32
-				var F *Buffer
-				if c.freq {
-					freq = make([]float32, c.rd/2)
-					for i := range freq {
-						freq[i] = float32(1 + r.Float64()*7)
-					}
-					F = in(t, d, freq)
-				}
-				Q := out(t, d, ntok*qd)
-				KC, _ := d.Alloc(2 * kd * maxCtx)
-				VC, _ := d.Alloc(2 * kd * maxCtx)
-				defer KC.Free()
-				defer VC.Free()
-				KC.Fill(0x3c)
-				VC.Fill(0x3c)
-				e := Epilogue{Mode: EpiQKV, QOut: Q, KCache: KC, VCache: VC, Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd,
-					RopeDim: c.rd, MaxCtx: maxCtx, Neox: c.neox, Base: float32(c.base), Scale: float32(c.scale), Freq: F,
-					Pos0: ints(t, d, []int32{int32(pos0)})}
+				e, freq := qkvEpilogue(t, d, r, c, ntok, pos0, maxCtx, 7)
+				Q, KC, VC := e.QOut, e.KCache, e.VCache
 				X := in(t, d, x)
 				model := gemmModel(cs.typ, cs.dim)
 				if n == 0 {
@@ -536,25 +554,8 @@ func TestQKVPost(t *testing.T) {
 				if norm {
 					QN, KN = in(t, d, qn), in(t, d, kn)
 				}
-				var freq []float32
-				var F *Buffer
-				if c.freq {
-					freq = make([]float32, c.rd/2)
-					for i := range freq {
-						freq[i] = float32(1 + r.Float64()*3)
-					}
-					F = in(t, d, freq)
-				}
-				Q := out(t, d, n*qd)
-				KC, _ := d.Alloc(2 * kd * maxCtx)
-				VC, _ := d.Alloc(2 * kd * maxCtx)
-				defer KC.Free()
-				defer VC.Free()
-				KC.Fill(0x3c)
-				VC.Fill(0x3c)
-				e := Epilogue{Mode: EpiQKV, QOut: Q, KCache: KC, VCache: VC, Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd,
-					RopeDim: c.rd, MaxCtx: maxCtx, Neox: c.neox, Base: float32(c.base), Scale: float32(c.scale), Freq: F,
-					Pos0: ints(t, d, []int32{int32(pos0)})}
+				e, freq := qkvEpilogue(t, d, r, c, n, pos0, maxCtx, 3)
+				Q, KC, VC := e.QOut, e.KCache, e.VCache
 				if err := d.QKVPost(in(t, d, qkv), n, QN, KN, eps, &e); err != nil {
 					t.Fatal(err)
 				}

@@ -318,23 +318,9 @@ func TestRope(t *testing.T) {
 			for i := range x {
 				want[i] = float64(x[i])
 			}
+			rc := ropeCase{heads: c.heads, hd: c.hd, rd: c.rd, neox: c.neox, base: c.base, scale: c.scale}
 			for tk := 0; tk < c.ntok; tk++ {
-				for h := 0; h < c.heads; h++ {
-					v := want[(tk*c.heads+h)*c.hd:]
-					for i := 0; i < c.rd/2; i++ {
-						theta := float64(c.pos0+tk) * float64(float32(c.scale)) * math.Pow(float64(float32(c.base)), -2*float64(i)/float64(c.rd))
-						if freq != nil {
-							theta /= float64(freq[i])
-						}
-						s, co := math.Sincos(theta)
-						a, b := 2*i, 2*i+1
-						if c.neox {
-							a, b = i, i+c.rd/2
-						}
-						x0, x1 := v[a], v[b]
-						v[a], v[b] = x0*co-x1*s, x0*s+x1*co
-					}
-				}
+				ropeRef(want[tk*c.heads*c.hd:], c.heads, rc, c.pos0+tk, freq)
 			}
 			compare(t, "rope", got, want, 1e-6)
 		})

@@ -6,7 +6,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkinfer/cc/keys"
 )
+
+// liveGateway is a gateway over ks on the real clock, with room in its
+// replay cache for every request a benchmark makes.
+func liveGateway(b *testing.B, ks *keys.KeySet) *Gateway {
+	b.Helper()
+	rc, err := NewReplayCache(1<<20, time.Minute, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &Gateway{Keys: ks, Replay: rc}
+}
 
 // BenchmarkRequestRoundTrip measures what encryption adds to one request
 // with a 4 KiB body: client encapsulation, gateway decapsulation (with the
@@ -16,11 +29,7 @@ func BenchmarkRequestRoundTrip(b *testing.B) {
 	body := []byte(strings.Repeat("a", 4096))
 	for _, tc := range allSuites {
 		b.Run(strings.ReplaceAll(tc.suite.String(), "/", "_"), func(b *testing.B) {
-			rc, err := NewReplayCache(1<<20, time.Minute, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			gw := &Gateway{Keys: ks, Replay: rc}
+			gw := liveGateway(b, ks)
 			kp, _ := ks.Lookup(tc.keyID)
 			cfg := kp.Config()
 			b.SetBytes(2 * int64(len(body)))
@@ -152,11 +161,7 @@ func BenchmarkClient(b *testing.B) {
 	body := []byte(strings.Repeat("a", 4096))
 	for _, tc := range allSuites {
 		b.Run(strings.ReplaceAll(tc.suite.String(), "/", "_"), func(b *testing.B) {
-			rc, err := NewReplayCache(1<<20, time.Minute, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			gw := &Gateway{Keys: ks, Replay: rc}
+			gw := liveGateway(b, ks)
 			kp, _ := ks.Lookup(tc.keyID)
 			ck, err := NewClientKey(kp.Config())
 			if err != nil {

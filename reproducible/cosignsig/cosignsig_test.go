@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/sparkinfer/cc/internal/fuzzseed"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -258,17 +259,7 @@ func TestWeVerifyCosignCLISignatures(t *testing.T) {
 }
 
 func FuzzParseSignature(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/*.sig")
-	if len(seeds) == 0 {
-		f.Fatal("no seed signatures in testdata/*.sig")
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	fuzzseed.Files(f, "testdata/*.sig")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		raw, err := ParseSignature(b)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparkinfer/cc/internal/fuzzseed"
 	"github.com/sparkinfer/cc/reproducible"
 )
 
@@ -229,17 +230,7 @@ func TestParseMeasurements(t *testing.T) {
 }
 
 func FuzzParseMeasurements(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/measurements/*.json")
-	if len(seeds) == 0 {
-		f.Fatal("no seed files in testdata/measurements")
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	fuzzseed.Files(f, "testdata/measurements/*.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseMeasurements(b)
 		if err != nil {
