@@ -1147,6 +1147,9 @@ __device__ __forceinline__ void epi_pair(const EpiDev &e, int t, int r, float v0
 
 #define G2_WARPS 8
 #define G2_MAXMAT 3
+#ifndef G2_MINB
+#define G2_MINB 2  // blocks per SM the register budget allows (3: no faster on the H200)
+#endif
 
 struct Mats {
 	MatDev m[G2_MAXMAT];
@@ -1176,23 +1179,46 @@ __device__ __forceinline__ int dp4x4(const int4 w, const int4 x) {
 	return __dp4a(w.w, x.w, __dp4a(w.z, x.z, __dp4a(w.y, x.y, __dp4a(w.x, x.x, 0))));
 }
 
-// Q8_0: lane covers 16 bytes per step of 512 elements.
+// Q8_0: lane covers 16 bytes per step of 512 elements. Steps go in groups
+// of Q8_U: every load of a group is issued before any of its products (the
+// compiler otherwise lets the first product wait on its load before the
+// next loads go out: one memory latency per step instead of per group).
+#ifndef Q8_U
+#define Q8_U 4
+#endif
 __device__ __forceinline__ void dot2_q8_0(const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x, int lane,
                                           float &sa, float &sb) {
 	const int cols = a.cols;
 	const int8_t *wa = (const int8_t *)a.q + (size_t)ra * cols, *wb = (const int8_t *)b.q + (size_t)rb * cols;
 	const __half *da = a.d + (size_t)ra * (cols / 32), *db = b.d + (size_t)rb * (cols / 32);
 	float s0 = 0.f, s1 = 0.f;
-#pragma unroll 4
-	for (int c = lane * 16; c < cols; c += 512) {
-		const int4 va = __ldg((const int4 *)(wa + c));
-		const int4 vb = __ldg((const int4 *)(wb + c));
-		const float fa = __half2float(__ldg(da + (c >> 5))), fb = __half2float(__ldg(db + (c >> 5)));
-		const int4 xv = *(const int4 *)(x.q + c);
-		const int4 xr = *(const int4 *)(x.q2 + c);
-		const float d1 = x.d[c >> 5], d2 = x.d2[c >> 5];
-		s0 += fa * (d1 * (float)dp4x4(va, xv) + d2 * (float)dp4x4(va, xr));
-		s1 += fb * (d1 * (float)dp4x4(vb, xv) + d2 * (float)dp4x4(vb, xr));
+	for (int c0 = lane * 16; c0 < cols; c0 += 512 * Q8_U) {
+		int4 va[Q8_U], vb[Q8_U];
+		__half ha[Q8_U], hb[Q8_U];
+		// unconditional loads (a step past the row reads the row's last 16
+		// bytes and is not used): no branch keeps them apart
+#pragma unroll
+		for (int u = 0; u < Q8_U; u++) {
+			const int c = min(c0 + 512 * u, cols - 16);
+			va[u] = __ldg((const int4 *)(wa + c));
+			vb[u] = __ldg((const int4 *)(wb + c));
+			ha[u] = __ldg(da + (c >> 5));
+			hb[u] = __ldg(db + (c >> 5));
+		}
+#pragma unroll
+		for (int u = 0; u < Q8_U; u++) {
+			// computed for every u, kept by a select: a branch here would let
+			// the compiler sink the loads above into it
+			const int c = min(c0 + 512 * u, cols - 16);
+			const int4 xv = *(const int4 *)(x.q + c);
+			const int4 xr = *(const int4 *)(x.q2 + c);
+			const float d1 = x.d[c >> 5], d2 = x.d2[c >> 5];
+			const float ta = __half2float(ha[u]) * (d1 * (float)dp4x4(va[u], xv) + d2 * (float)dp4x4(va[u], xr));
+			const float tb = __half2float(hb[u]) * (d1 * (float)dp4x4(vb[u], xv) + d2 * (float)dp4x4(vb[u], xr));
+			const bool ok = c0 + 512 * u < cols;
+			s0 += ok ? ta : 0.f;
+			s1 += ok ? tb : 0.f;
+		}
 	}
 	sa = s0;
 	sb = s1;
@@ -1210,13 +1236,11 @@ __device__ __forceinline__ float q4k_part(const uint4 hd, const uint4 qv, int g,
 	for (int t = 0; t < 2; t++) {
 		const int j = 2 * g + t, sh = 8 * (j & 3);
 		const int by = (hd.y >> sh) & 0xFF, bz = (hd.z >> sh) & 0xFF, bw = (hd.w >> sh) & 0xFF;
-		if (j < 4) {
-			sc[t] = by & 63;
-			mn[t] = bz & 63;
-		} else {
-			sc[t] = (bw & 0xF) | ((by >> 6) << 4);
-			mn[t] = (bw >> 4) | ((bz >> 6) << 4);
-		}
+		// both forms, then a select (no divergent branch)
+		const int slo = by & 63, mlo = bz & 63;
+		const int shi = (bw & 0xF) | ((by >> 6) << 4), mhi = (bw >> 4) | ((bz >> 6) << 4);
+		sc[t] = j < 4 ? slo : shi;
+		mn[t] = j < 4 ? mlo : mhi;
 	}
 	const int4 lo = make_int4((int)qv.x & 0x0F0F0F0F, (int)qv.y & 0x0F0F0F0F, (int)qv.z & 0x0F0F0F0F,
 	                          (int)qv.w & 0x0F0F0F0F);
@@ -1231,6 +1255,10 @@ __device__ __forceinline__ float q4k_part(const uint4 hd, const uint4 qv, int g,
 	return s;
 }
 
+// Super-blocks go in groups of Q4_U per lane, loads first (see Q8_U).
+#ifndef Q4_U
+#define Q4_U 4
+#endif
 __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x, int lane,
                                           float &sa, float &sb) {
 	const int nsb = a.cols / 256;
@@ -1238,18 +1266,29 @@ __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev 
 	const uint8_t *pb = (const uint8_t *)b.q + (size_t)rb * b.row_bytes;
 	const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1, qo = 16 + g * 32 + h * 16;
 	float s0 = 0.f, s1 = 0.f;
-#pragma unroll 4
-	for (int sb = lane >> 3; sb < nsb; sb += 4) {
-		const uint4 ha = __ldg((const uint4 *)(pa + (size_t)sb * 144));
-		const uint4 hb = __ldg((const uint4 *)(pb + (size_t)sb * 144));
-		const uint4 qa = __ldg((const uint4 *)(pa + (size_t)sb * 144 + qo));
-		const uint4 qb = __ldg((const uint4 *)(pb + (size_t)sb * 144 + qo));
-		const int c = sb * 256 + g * 64 + h * 16;
-		const int4 xl = *(const int4 *)(x.q + c), xh = *(const int4 *)(x.q + c + 32);
-		const int4 rl = *(const int4 *)(x.q2 + c), rh = *(const int4 *)(x.q2 + c + 32);
-		const int bl = c >> 5, bh = bl + 1;
-		s0 += q4k_part(ha, qa, g, h, xl, xh, rl, rh, x, bl, bh);
-		s1 += q4k_part(hb, qb, g, h, xl, xh, rl, rh, x, bl, bh);
+	for (int sb0 = lane >> 3; sb0 < nsb; sb0 += 4 * Q4_U) {
+		uint4 ha[Q4_U], hb[Q4_U], qa[Q4_U], qb[Q4_U];
+#pragma unroll
+		for (int u = 0; u < Q4_U; u++) {
+			const int sb = min(sb0 + 4 * u, nsb - 1);  // past the row: re-read, unused
+			ha[u] = __ldg((const uint4 *)(pa + (size_t)sb * 144));
+			hb[u] = __ldg((const uint4 *)(pb + (size_t)sb * 144));
+			qa[u] = __ldg((const uint4 *)(pa + (size_t)sb * 144 + qo));
+			qb[u] = __ldg((const uint4 *)(pb + (size_t)sb * 144 + qo));
+		}
+#pragma unroll
+		for (int u = 0; u < Q4_U; u++) {
+			const int sb = min(sb0 + 4 * u, nsb - 1);  // a select, not a branch (see dot2_q8_0)
+			const int c = sb * 256 + g * 64 + h * 16;
+			const int4 xl = *(const int4 *)(x.q + c), xh = *(const int4 *)(x.q + c + 32);
+			const int4 rl = *(const int4 *)(x.q2 + c), rh = *(const int4 *)(x.q2 + c + 32);
+			const int bl = c >> 5, bh = bl + 1;
+			const float ta = q4k_part(ha[u], qa[u], g, h, xl, xh, rl, rh, x, bl, bh);
+			const float tb = q4k_part(hb[u], qb[u], g, h, xl, xh, rl, rh, x, bl, bh);
+			const bool ok = sb0 + 4 * u < nsb;
+			s0 += ok ? ta : 0.f;
+			s1 += ok ? tb : 0.f;
+		}
 	}
 	sa = s0;
 	sb = s1;
@@ -1280,6 +1319,10 @@ __device__ __forceinline__ float q6k_part(const uint2 ql0, const uint2 ql1, cons
 	return d * part;
 }
 
+// Super-blocks go in groups of Q6_U per lane, loads first (see Q8_U).
+#ifndef Q6_U
+#define Q6_U 2
+#endif
 __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x, int lane,
                                           float &sa, float &sb) {
 	const int nsb = a.cols / 256;
@@ -1288,17 +1331,36 @@ __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev 
 	const __half *da = a.d + (size_t)ra * nsb, *db = b.d + (size_t)rb * nsb;
 	const int l8 = lane & 7, n = l8 >> 2, p = l8 & 3, l0 = p * 8, is = p >> 1;
 	float s0 = 0.f, s1 = 0.f;
-#pragma unroll 2
-	for (int sb = lane >> 3; sb < nsb; sb += 4) {
-		const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
-		const uint2 a0 = __ldg((const uint2 *)(ba + n * 64 + l0)), a1 = __ldg((const uint2 *)(ba + n * 64 + 32 + l0));
-		const uint2 ah = __ldg((const uint2 *)(ba + 128 + n * 32 + l0)), as = __ldg((const uint2 *)(ba + 192 + n * 8));
-		const uint2 b0 = __ldg((const uint2 *)(bb + n * 64 + l0)), b1 = __ldg((const uint2 *)(bb + n * 64 + 32 + l0));
-		const uint2 bh = __ldg((const uint2 *)(bb + 128 + n * 32 + l0)), bs = __ldg((const uint2 *)(bb + 192 + n * 8));
-		const float fa = __half2float(__ldg(da + sb)), fb = __half2float(__ldg(db + sb));
-		const int c0 = sb * 256 + n * 128 + l0;
-		s0 += q6k_part(a0, a1, ah, as, is, fa, x, c0);
-		s1 += q6k_part(b0, b1, bh, bs, is, fb, x, c0);
+	for (int sb0 = lane >> 3; sb0 < nsb; sb0 += 4 * Q6_U) {
+		uint2 a0[Q6_U], a1[Q6_U], ah[Q6_U], as[Q6_U], b0[Q6_U], b1[Q6_U], bh[Q6_U], bs[Q6_U];
+		__half fa[Q6_U], fb[Q6_U];
+#pragma unroll
+		for (int u = 0; u < Q6_U; u++) {
+			const int sb = min(sb0 + 4 * u, nsb - 1);  // past the row: re-read, unused
+			{
+				const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
+				a0[u] = __ldg((const uint2 *)(ba + n * 64 + l0));
+				a1[u] = __ldg((const uint2 *)(ba + n * 64 + 32 + l0));
+				ah[u] = __ldg((const uint2 *)(ba + 128 + n * 32 + l0));
+				as[u] = __ldg((const uint2 *)(ba + 192 + n * 8));
+				b0[u] = __ldg((const uint2 *)(bb + n * 64 + l0));
+				b1[u] = __ldg((const uint2 *)(bb + n * 64 + 32 + l0));
+				bh[u] = __ldg((const uint2 *)(bb + 128 + n * 32 + l0));
+				bs[u] = __ldg((const uint2 *)(bb + 192 + n * 8));
+				fa[u] = __ldg(da + sb);
+				fb[u] = __ldg(db + sb);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < Q6_U; u++) {
+			const int sb = min(sb0 + 4 * u, nsb - 1);  // a select, not a branch (see dot2_q8_0)
+			const int c0 = sb * 256 + n * 128 + l0;
+			const float ta = q6k_part(a0[u], a1[u], ah[u], as[u], is, __half2float(fa[u]), x, c0);
+			const float tb = q6k_part(b0[u], b1[u], bh[u], bs[u], is, __half2float(fb[u]), x, c0);
+			const bool ok = sb0 + 4 * u < nsb;
+			s0 += ok ? ta : 0.f;
+			s1 += ok ? tb : 0.f;
+		}
 	}
 	sa = s0;
 	sb = s1;
@@ -1416,7 +1478,11 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
 // grid-stride over row pairs; block G2_WARPS warps; dynamic shared memory:
 // [int8 q1: cols][int8 q2: cols][float d1, d2, sum: cols/32 each][float f: cols]
 // as needed (16-byte aligned).
-__global__ void __launch_bounds__(G2_WARPS * 32) k_gemv2(Mats ms, const float *__restrict__ x,
+// T: the type of every matrix when they share one (the dot products are
+// then compiled for that type alone: fewer registers, more warps per SM),
+// or -1 for any mix.
+template <int T>
+__global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const float *__restrict__ x,
                                                          const float *__restrict__ normw, float eps, int need_q,
                                                          int need_f, int t0, EpiDev e) {
 	extern __shared__ __align__(16) unsigned char g2_smem[];
@@ -1530,7 +1596,9 @@ __global__ void __launch_bounds__(G2_WARPS * 32) k_gemv2(Mats ms, const float *_
 	for (int p = p0; p < npairs; p += gridDim.x * G2_WARPS) {
 		const PairLoc L = locate(ms, p, total);
 		float s0, s1;
-		if (L.ta == L.tb) {
+		if (T >= 0) {
+			dot2_row(T, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
+		} else if (L.ta == L.tb) {
 			dot2_row(L.ta, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
 		} else {
 			float unused;
@@ -1541,6 +1609,28 @@ __global__ void __launch_bounds__(G2_WARPS * 32) k_gemv2(Mats ms, const float *_
 		s1 = warp_sum(s1);
 		if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, L.has1);
 	}
+}
+
+typedef void (*gemv2_fn)(Mats, const float *, const float *, float, int, int, int, EpiDev);
+static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>, k_gemv2<SK_Q8_0>, k_gemv2<SK_Q4_K>, k_gemv2<SK_Q6_K>};
+
+static gemv2_fn gemv2_pick(int uniform_type) {
+	switch (uniform_type) {
+	case SK_Q8_0: return gemv2_kernels[1];
+	case SK_Q4_K: return gemv2_kernels[2];
+	case SK_Q6_K: return gemv2_kernels[3];
+	}
+	return gemv2_kernels[0];
+}
+
+// Raise the dynamic shared memory limit of every k_gemv2 instantiation.
+static cudaError_t gemv2_set_smem(sk_ctx *ctx, int smem) {
+	for (gemv2_fn f : gemv2_kernels) {
+		const cudaError_t e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+		if (e != cudaSuccess) return e;
+	}
+	ctx->g2_smem = smem;
+	return cudaSuccess;
 }
 
 static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int rows0) {
@@ -1573,7 +1663,7 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	Mats ms;
 	memset(&ms, 0, sizeof ms);
 	ms.nmat = nmat;
-	int need_q = 0, need_f = 0, total = 0;
+	int need_q = 0, need_f = 0, total = 0, uniform = W[0] ? W[0]->type : -1;
 	for (int i = 0; i < nmat; i++) {
 		if (!W[i]) return fail(ctx, SK_E_ARG, "sk_gemv_fused: null matrix %d", i);
 		if (W[i]->cols != W[0]->cols) return fail(ctx, SK_E_ARG, "sk_gemv_fused: matrices differ in cols");
@@ -1581,6 +1671,7 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 			return fail(ctx, SK_E_ARG, "sk_gemv_fused: a matrix before the last has odd rows");
 		ms.m[i] = matdev(W[i]);
 		ms.type[i] = W[i]->type;
+		if (W[i]->type != uniform) uniform = -1;
 		total += W[i]->rows;
 		ms.end[i] = total;
 		if (is_quant(W[i]->type)) need_q = 1;
@@ -1597,19 +1688,19 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	if (need_f) smem += (size_t)cols * 4;
 	if (smem > 48 * 1024 && (int)smem > ctx->g2_smem) {
 		if (smem > 200 * 1024) return fail(ctx, SK_E_UNSUPPORTED, "sk_gemv_fused: %d cols too long", cols);
-		CK(ctx, cudaFuncSetAttribute(k_gemv2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-		ctx->g2_smem = (int)smem;
+		CK(ctx, gemv2_set_smem(ctx, (int)smem));
 	}
+	const gemv2_fn kern = gemv2_pick(uniform);
 	const int npairs = ms.swiglu ? W[0]->rows : (total + 1) / 2;
 	const int tiles = (npairs + G2_WARPS - 1) / G2_WARPS;
 	// one wave: as many blocks as fit on the GPU at once, each warp taking
 	// an equal share of pairs (a second, partial wave would idle most SMs)
 	int per_sm = 0;
-	CK(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_gemv2, G2_WARPS * 32, smem));
+	CK(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, G2_WARPS * 32, smem));
 	const int maxgrid = ctx->sm_count * std::max(per_sm, 1);
 	const int per = (tiles + maxgrid - 1) / maxgrid;
 	const int grid = (tiles + per - 1) / per;
-	CK(ctx, launch_pdl(ctx, k_gemv2, dim3(grid), dim3(G2_WARPS * 32), smem, ms, x, normw, eps, need_q, need_f, t0,
+	CK(ctx, launch_pdl(ctx, kern, dim3(grid), dim3(G2_WARPS * 32), smem, ms, x, normw, eps, need_q, need_f, t0,
 	                   epidev(epi)));
 	return SK_OK;
 }
@@ -1624,20 +1715,59 @@ extern "C" int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, c
 //
 // Y = epilogue(X W^T): M = tokens (A = X, f32 -> f16), N = weight rows
 // (B = W dequantized to f16), K = cols. Block tile 64 tokens x 128 rows x 32,
-// 8 warps of 32 x 32, mma.sync.m16n8k16 f16 -> f32. The next k-tile is
-// loaded into registers while the current one is multiplied; two shared
-// buffers, one barrier per k-tile. The thread holding (t, r) also holds
-// (t, r+1): the pair epilogues run on accumulator registers.
+// 8 warps of 32 x 32, mma.sync.m16n8k16 f16 -> f32. The loads of k-tile
+// kt + MM_ST - 1 go out (into a ring of registers) while k-tile kt is
+// multiplied; two shared buffers, one barrier per k-tile. The thread holding
+// (t, r) also holds (t, r+1): the pair epilogues run on accumulator registers.
+// A/B on the H200 (sm_90, nvcc 13.0): MM_ST 2 and 3 within 1-6% of each
+// other, 3 spills for Q6_K; two blocks per SM (MM_MINB 2) beat one by 40%
+// at 7B.
 
 #define MM_BM 64
 #define MM_BN 128
 #define MM_BK 32
 #define MM_LD (MM_BK + 8)  // halves per shared row (16-byte pad: conflict-free ldmatrix)
+#ifndef MM_MINB
+#define MM_MINB 2
+#endif
+#ifndef MM_ST
+#define MM_ST 2  // k-tiles in flight
+#endif
 
+// The weight rows of one GEMM: up to three matrices of one type, rows
+// concatenated (QKV), or two interleaved (gate/up: tile row j is row j/2 of
+// m[0] when j is even, of m[1] when odd).
+struct GMats {
+	MatDev m[3];
+	int end[3];  // cumulative rows
+	int nmat, interleave;
+};
+
+// Raw bytes of 16 weights as loaded; every scale stays raw too, decoded in
+// b_deq at store time, so that no load is used before the current k-tile's
+// products (a scale decoded at load time made each k-tile wait one full
+// memory latency).
 struct BRaw {
 	uint4 v[4];
-	float s0, s1;
+	uint32_t s;  // Q8_0, Q6_K: the f16 scale's bits
 };
+
+// Q4_K sub-block j's 6-bit scale and min from the block header's bytes 4..15
+// (hd.y, hd.z, hd.w), as ggml's get_scale_min_k4.
+__device__ __forceinline__ void q4k_scale_min(const uint4 hd, int j, int &sc, int &mn) {
+	const int sh = 8 * (j & 3);
+	const int by = (hd.y >> sh) & 0xFF, bz = (hd.z >> sh) & 0xFF, bw = (hd.w >> sh) & 0xFF;
+	const int slo = by & 63, mlo = bz & 63;
+	const int shi = (bw & 0xF) | ((by >> 6) << 4), mhi = (bw >> 4) | ((bz >> 6) << 4);
+	sc = j < 4 ? slo : shi;
+	mn = j < 4 ? mlo : mhi;
+}
+
+// byte i (0..15) of v, sign-extended, without a local-memory array
+__device__ __forceinline__ int s8_of(const uint4 v, int i) {
+	const uint32_t w = (i >> 2) == 0 ? v.x : (i >> 2) == 1 ? v.y : (i >> 2) == 2 ? v.z : v.w;
+	return (int)(int8_t)(w >> (8 * (i & 3)));
+}
 
 // Load 16 elements [k, k+16) of row r of m (raw, dequantized later).
 template <int T>
@@ -1655,24 +1785,20 @@ __device__ __forceinline__ void b_load(const MatDev &m, int r, int k, BRaw &b) {
 		b.v[1] = __ldg(p + 1);
 	} else if (T == SK_Q8_0) {
 		b.v[0] = __ldg((const uint4 *)((const int8_t *)m.q + (size_t)r * m.cols + k));
-		b.s0 = __half2float(m.d[(size_t)r * (m.cols / 32) + k / 32]);
+		b.s = __half_as_ushort(__ldg(m.d + (size_t)r * (m.cols / 32) + k / 32));
 	} else if (T == SK_Q4_K) {
 		const uint8_t *blk = (const uint8_t *)m.q + (size_t)r * m.row_bytes + (size_t)(k / 256) * 144;
 		const int i0 = k % 256, j = i0 / 32, g = j / 2, l0 = i0 % 32;
 		b.v[0] = __ldg((const uint4 *)(blk + 16 + g * 32 + l0));
-		int sc, mn;
-		scale_min_k4(j, blk + 4, sc, mn);
-		const __half2 dm = *(const __half2 *)blk;
-		b.s0 = __low2float(dm) * sc;
-		b.s1 = __high2float(dm) * mn;
+		b.v[1] = __ldg((const uint4 *)blk);  // {d, dmin, scales[12]}
 	} else if (T == SK_Q6_K) {
 		const int nb = m.cols / 256, sb = k / 256, i0 = k % 256;
 		const uint8_t *blk = (const uint8_t *)m.q + ((size_t)r * nb + sb) * 208;
 		const int n = i0 / 128, j = i0 % 128, quarter = j / 32, l0 = j % 32;
 		b.v[0] = __ldg((const uint4 *)(blk + n * 64 + (quarter & 1) * 32 + l0));
 		b.v[1] = __ldg((const uint4 *)(blk + 128 + n * 32 + l0));
-		const int8_t *sc = (const int8_t *)(blk + 192);
-		b.s0 = __half2float(m.d[(size_t)r * nb + sb]) * sc[n * 8 + l0 / 16 + 2 * quarter];
+		b.v[2] = __ldg((const uint4 *)(blk + 192));  // scales[16]
+		b.s = __half_as_ushort(__ldg(m.d + (size_t)r * nb + sb));
 	}
 }
 
@@ -1698,25 +1824,31 @@ __device__ __forceinline__ void b_deq(const BRaw &b, int k, uint32_t out[8]) {
 		for (int i = 0; i < 8; i++) out[i] = pack_h2(bf16_to_f(h[2 * i]), bf16_to_f(h[2 * i + 1]));
 	} else if (T == SK_Q8_0) {
 		const int8_t *q = (const int8_t *)b.v;
+		const float s0 = __half2float(__ushort_as_half((unsigned short)b.s));
 #pragma unroll
-		for (int i = 0; i < 8; i++) out[i] = pack_h2(b.s0 * (float)q[2 * i], b.s0 * (float)q[2 * i + 1]);
+		for (int i = 0; i < 8; i++) out[i] = pack_h2(s0 * (float)q[2 * i], s0 * (float)q[2 * i + 1]);
 	} else if (T == SK_Q4_K) {
 		const uint8_t *q = (const uint8_t *)b.v;
-		const int hi = ((k % 256) / 32) & 1;
+		const int j = (k % 256) / 32, hi = j & 1;
+		int sc, mn;
+		q4k_scale_min(b.v[1], j, sc, mn);
+		const float s0 = __half2float(__ushort_as_half((unsigned short)(b.v[1].x & 0xFFFF))) * sc;
+		const float s1 = __half2float(__ushort_as_half((unsigned short)(b.v[1].x >> 16))) * mn;
 #pragma unroll
 		for (int i = 0; i < 8; i++) {
 			const int a = hi ? (q[2 * i] >> 4) : (q[2 * i] & 15), c = hi ? (q[2 * i + 1] >> 4) : (q[2 * i + 1] & 15);
-			out[i] = pack_h2(b.s0 * (float)a - b.s1, b.s0 * (float)c - b.s1);
+			out[i] = pack_h2(s0 * (float)a - s1, s0 * (float)c - s1);
 		}
 	} else if (T == SK_Q6_K) {
 		const uint8_t *ql = (const uint8_t *)&b.v[0], *qh = (const uint8_t *)&b.v[1];
-		const int quarter = ((k % 256) % 128) / 32;
+		const int i0 = k % 256, n = i0 / 128, quarter = (i0 % 128) / 32, l0 = i0 % 32;
 		const int shl = quarter >= 2 ? 4 : 0, shh = 2 * quarter;
+		const float s0 = __half2float(__ushort_as_half((unsigned short)b.s)) * s8_of(b.v[2], n * 8 + l0 / 16 + 2 * quarter);
 #pragma unroll
 		for (int i = 0; i < 8; i++) {
 			const int a = (((ql[2 * i] >> shl) & 15) | (((qh[2 * i] >> shh) & 3) << 4)) - 32;
 			const int c = (((ql[2 * i + 1] >> shl) & 15) | (((qh[2 * i + 1] >> shh) & 3) << 4)) - 32;
-			out[i] = pack_h2(b.s0 * (float)a, b.s0 * (float)c);
+			out[i] = pack_h2(s0 * (float)a, s0 * (float)c);
 		}
 	}
 }
@@ -1735,17 +1867,16 @@ __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint3
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// grid (ceil(nrows/128), ceil(n/64)); nrows = rows of m0, or 2*rows when
-// interleave (tile row j: row j/2 of m0 when j is even, of m1 when odd).
+// grid (ceil(nrows/128), ceil(n/64)); nrows = the rows of all matrices.
 template <int T>
-__global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int interleave, const float *__restrict__ X,
-                                                  int n, int nrows, EpiDev e) {
+__global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const float *__restrict__ X, int n, int nrows,
+                                                     EpiDev e) {
 	__shared__ __align__(16) __half As[2][MM_BM][MM_LD];
 	__shared__ __align__(16) __half Bs[2][MM_BN][MM_LD];
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp >> 2, wn = warp & 3;
 	const int n0 = blockIdx.x * MM_BN, m0t = blockIdx.y * MM_BM;
-	const int K = m0.cols, nk = K / MM_BK;
+	const int K = gm.m[0].cols, nk = K / MM_BK;
 
 	// A loader: row ia (token), 8 floats from ka
 	const int ia = tid >> 2, ka = (tid & 3) * 8;
@@ -1755,14 +1886,33 @@ __global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int inte
 	const int jb = tid >> 1, kb = (tid & 1) * 16;
 	const int gr = n0 + jb;
 	const bool b_ok = gr < nrows;
-	const MatDev bm = (interleave && (gr & 1)) ? m1 : m0;
-	const int brow = interleave ? (gr >> 1) : gr;
+	MatDev bm;
+	int brow;
+	if (gm.interleave) {
+		bm = (gr & 1) ? gm.m[1] : gm.m[0];
+		brow = gr >> 1;
+	} else if (gm.nmat == 1 || gr < gm.end[0]) {
+		bm = gm.m[0];
+		brow = gr;
+	} else if (gm.nmat == 2 || gr < gm.end[1]) {
+		bm = gm.m[1];
+		brow = gr - gm.end[0];
+	} else {
+		bm = gm.m[2];
+		brow = gr - gm.end[1];
+	}
 
-	float4 ar0 = make_float4(0.f, 0.f, 0.f, 0.f), ar1 = ar0;
-	BRaw br;
-	memset(&br, 0, sizeof br);
+	// a ring of MM_ST k-tiles in registers (static indices: the k loop is
+	// unrolled by MM_ST)
+	float4 ar0r[MM_ST], ar1r[MM_ST];
+	BRaw brr[MM_ST];
+#pragma unroll
+	for (int i = 0; i < MM_ST; i++) {
+		ar0r[i] = ar1r[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+		memset(&brr[i], 0, sizeof brr[i]);
+	}
 
-	auto load = [&](int kt) {
+	auto load = [&](int kt, float4 &ar0, float4 &ar1, BRaw &br) {
 		const int k0 = kt * MM_BK;
 		if (a_ok) {
 			ar0 = __ldg((const float4 *)(xa + k0));
@@ -1770,7 +1920,7 @@ __global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int inte
 		}
 		if (b_ok) b_load<T>(bm, brow, k0 + kb, br);
 	};
-	auto store = [&](int buf, int kt) {
+	auto store = [&](int buf, int kt, const float4 &ar0, const float4 &ar1, const BRaw &br) {
 		uint4 av;
 		av.x = pack_h2(ar0.x, ar0.y);
 		av.y = pack_h2(ar0.z, ar0.w);
@@ -1796,12 +1946,19 @@ __global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int inte
 #pragma unroll
 			for (int c = 0; c < 4; c++) acc[i][j][c] = 0.f;
 
-	load(0);
-	store(0, 0);
+#pragma unroll
+	for (int i = 0; i < MM_ST - 1; i++)
+		if (i < nk) load(i, ar0r[i], ar1r[i], brr[i]);
+	store(0, 0, ar0r[0], ar1r[0], brr[0]);
 	__syncthreads();
-	for (int kt = 0; kt < nk; kt++) {
+	for (int kt0 = 0; kt0 < nk; kt0 += MM_ST) {
+#pragma unroll
+	for (int u = 0; u < MM_ST; u++) {
+		const int kt = kt0 + u;  // in ring slot u
+		if (kt >= nk) break;
 		const int buf = kt & 1;
-		if (kt + 1 < nk) load(kt + 1);
+		const int ahead = (u + MM_ST - 1) % MM_ST, next = (u + 1) % MM_ST;
+		if (kt + MM_ST - 1 < nk) load(kt + MM_ST - 1, ar0r[ahead], ar1r[ahead], brr[ahead]);
 #pragma unroll
 		for (int kk = 0; kk < MM_BK; kk += 16) {
 			uint32_t a[2][4], b[4][2];
@@ -1821,8 +1978,9 @@ __global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int inte
 #pragma unroll
 				for (int ni = 0; ni < 4; ni++) mma_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
 		}
-		if (kt + 1 < nk) store(buf ^ 1, kt + 1);
+		if (kt + 1 < nk) store(buf ^ 1, kt + 1, ar0r[next], ar1r[next], brr[next]);
 		__syncthreads();
+	}
 	}
 
 	// epilogue: c0,c1 at (token g, rows 2t4, 2t4+1); c2,c3 at token g+8
@@ -1839,25 +1997,36 @@ __global__ void __launch_bounds__(256) k_gemm_mma(MatDev m0, MatDev m1, int inte
 	}
 }
 
-static int gemm_mma_launch(sk_ctx *ctx, const sk_matrix *A, const sk_matrix *B, const float *X, int n,
+// nmat matrices of one type: concatenated rows, or (interleave, nmat 2)
+// gate/up pairs.
+static int gemm_mma_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, int interleave, const float *X, int n,
                            const EpiDev &e) {
-	const int interleave = B != nullptr;
-	const int nrows = interleave ? 2 * A->rows : A->rows;
-	const MatDev m0 = matdev(A), m1 = matdev(B ? B : A);
+	GMats gm;
+	memset(&gm, 0, sizeof gm);
+	gm.nmat = nmat;
+	gm.interleave = interleave;
+	int nrows = 0;
+	for (int i = 0; i < nmat; i++) {
+		gm.m[i] = matdev(W[i]);
+		nrows += W[i]->rows;
+		gm.end[i] = nrows;
+	}
 	dim3 grid((nrows + MM_BN - 1) / MM_BN, (n + MM_BM - 1) / MM_BM);
 	cudaStream_t s = ctx->stream;
-	switch (A->type) {
-	case SK_F32: k_gemm_mma<SK_F32><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
-	case SK_F16: k_gemm_mma<SK_F16><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
-	case SK_BF16: k_gemm_mma<SK_BF16><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
-	case SK_Q8_0: k_gemm_mma<SK_Q8_0><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
-	case SK_Q4_K: k_gemm_mma<SK_Q4_K><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
-	case SK_Q6_K: k_gemm_mma<SK_Q6_K><<<grid, 256, 0, s>>>(m0, m1, interleave, X, n, nrows, e); break;
-	default: return fail(ctx, SK_E_UNSUPPORTED, "gemm: unsupported type %d", A->type);
+	switch (W[0]->type) {
+	case SK_F32: k_gemm_mma<SK_F32><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
+	case SK_F16: k_gemm_mma<SK_F16><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
+	case SK_BF16: k_gemm_mma<SK_BF16><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
+	case SK_Q8_0: k_gemm_mma<SK_Q8_0><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
+	case SK_Q4_K: k_gemm_mma<SK_Q4_K><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
+	case SK_Q6_K: k_gemm_mma<SK_Q6_K><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
+	default: return fail(ctx, SK_E_UNSUPPORTED, "gemm: unsupported type %d", W[0]->type);
 	}
 	CKLAUNCH(ctx);
 	return SK_OK;
 }
+
+static bool mma_type(int t) { return is_quant(t) || t == SK_F16; }
 
 __global__ void k_swiglu_ld(const float *g, const float *u, float *o, int n, int rows, int ldy) {
 	const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -1883,8 +2052,7 @@ static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const fl
 	// reference models, and bf16's range) keep float arithmetic
 	const bool mma = cols % MM_BK == 0 && (is_quant(W[0]->type) || W[0]->type == SK_F16) &&
 	                 (!sw || is_quant(W[1]->type) || W[1]->type == SK_F16);
-	if (mma && (!sw || W[1]->type == W[0]->type))
-		return gemm_mma_launch(ctx, W[0], sw ? W[1] : nullptr, X, n, epidev(epi));
+	if (mma && (!sw || W[1]->type == W[0]->type)) return gemm_mma_launch(ctx, nmat, W, sw, X, n, epidev(epi));
 	if (mma && sw) {
 		// gate and up of different types: two GEMMs, then SwiGLU
 		if (!tmp) {
@@ -1897,9 +2065,9 @@ static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const fl
 		st.roff = 0;
 		st.ldy = W[0]->rows;
 		st.y = g;
-		if ((rc = gemm_mma_launch(ctx, W[0], nullptr, X, n, epidev(&st))) != SK_OK) return rc;
+		if ((rc = gemm_mma_launch(ctx, 1, &W[0], 0, X, n, epidev(&st))) != SK_OK) return rc;
 		st.y = u;
-		if ((rc = gemm_mma_launch(ctx, W[1], nullptr, X, n, epidev(&st))) != SK_OK) return rc;
+		if ((rc = gemm_mma_launch(ctx, 1, &W[1], 0, X, n, epidev(&st))) != SK_OK) return rc;
 		const int tot = n * W[0]->rows;
 		k_swiglu_ld<<<(tot + 255) / 256, 256, 0, ctx->stream>>>(g, u, epi->y, n, W[0]->rows, epi->ldy);
 		CKLAUNCH(ctx);
@@ -2128,16 +2296,39 @@ __global__ void __launch_bounds__(ATT2_WARPS * 32) k_attn2_split(const float *q,
 	__syncthreads();
 	if (!s_last) return;
 	__threadfence();
+	// The partials are read ATT2_CB splits at a time, every load of a batch
+	// issued before any is used: a loop with one load per iteration waits
+	// one L2 round trip per split (measured: 43 us for 8 heads of 64 at
+	// ~9 splits).
+	constexpr int CB = 8;
 	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
 		const int g = idx / hd, d = idx - g * hd;
 		const float *pb = part + (size_t)(kvh * G + g) * nsplit * (hd + 2);
 		float M = -INFINITY;
-		for (int j = 0; j < ns; j++) M = fmaxf(M, __ldcg(pb + (size_t)j * (hd + 2)));
+		for (int j0 = 0; j0 < ns; j0 += CB) {
+			float mv[CB];
+#pragma unroll
+			for (int u = 0; u < CB; u++) mv[u] = j0 + u < ns ? __ldcg(pb + (size_t)(j0 + u) * (hd + 2)) : -INFINITY;
+#pragma unroll
+			for (int u = 0; u < CB; u++) M = fmaxf(M, mv[u]);
+		}
 		float L = 0.f, a = 0.f;
-		for (int j = 0; j < ns; j++) {
-			const float f = __expf(__ldcg(pb + (size_t)j * (hd + 2)) - M);
-			L += __ldcg(pb + (size_t)j * (hd + 2) + 1) * f;
-			a += __ldcg(pb + (size_t)j * (hd + 2) + 2 + d) * f;
+		for (int j0 = 0; j0 < ns; j0 += CB) {
+			float mv[CB], lv[CB], av[CB];
+#pragma unroll
+			for (int u = 0; u < CB; u++) {
+				const bool ok = j0 + u < ns;
+				const float *pj = pb + (size_t)(ok ? j0 + u : 0) * (hd + 2);
+				mv[u] = ok ? __ldcg(pj) : -INFINITY;
+				lv[u] = ok ? __ldcg(pj + 1) : 0.f;
+				av[u] = ok ? __ldcg(pj + 2 + d) : 0.f;
+			}
+#pragma unroll
+			for (int u = 0; u < CB; u++) {
+				const float f = __expf(mv[u] - M);  // 0 for the padding
+				L += lv[u] * f;
+				a += av[u] * f;
+			}
 		}
 		out[(size_t)(kvh * G + g) * hd + d] = a / L;
 	}
@@ -2242,22 +2433,32 @@ __global__ void __launch_bounds__(ATP_WARPS * 32) k_attn_prefill(const float *q,
 			}
 			m[j] = mn;
 		}
+		// P V, KB keys at a time with their V rows loaded together (as in
+		// the decode kernel); keys past pmax have p = 0 and re-read row pmax
 		const int nk = min(32, pmax - k0 + 1);
-		for (int jj = 0; jj < nk; jj++) {
-			const __half2 *vp = (const __half2 *)(vb + (size_t)(k0 + jj) * hd);
-			float2 vv[MAXD2];
+		constexpr int KB = MAXD2 <= 2 ? 8 : 4;
+		for (int j0 = 0; j0 < nk; j0 += KB) {
+			float2 vv[KB][MAXD2];
 #pragma unroll
-			for (int i = 0; i < MAXD2; i++) {
-				const int d = 2 * lane + 64 * i;
-				vv[i] = d < hd ? __half22float2(vp[lane + 32 * i]) : make_float2(0.f, 0.f);
-			}
-#pragma unroll
-			for (int j = 0; j < ATP_Q; j++) {
-				const float pj = __shfl_sync(0xffffffffu, p[j], jj);
+			for (int u = 0; u < KB; u++) {
+				const int kk = min(k0 + j0 + u, pmax);
+				const __half2 *vp = (const __half2 *)(vb + (size_t)kk * hd);
 #pragma unroll
 				for (int i = 0; i < MAXD2; i++) {
-					acc[j][i].x += pj * vv[i].x;
-					acc[j][i].y += pj * vv[i].y;
+					const int d = 2 * lane + 64 * i;
+					vv[u][i] = d < hd ? __half22float2(vp[lane + 32 * i]) : make_float2(0.f, 0.f);
+				}
+			}
+#pragma unroll
+			for (int u = 0; u < KB; u++) {
+#pragma unroll
+				for (int j = 0; j < ATP_Q; j++) {
+					const float pj = __shfl_sync(0xffffffffu, p[j], (j0 + u) & 31);
+#pragma unroll
+					for (int i = 0; i < MAXD2; i++) {
+						acc[j][i].x += pj * vv[u][i].x;
+						acc[j][i].y += pj * vv[u][i].y;
+					}
 				}
 			}
 		}
@@ -2420,6 +2621,7 @@ struct sk_model {
 	// aid: the graph's overlap, programmatic launch included, is lost.
 	bool prof;
 	int prof_n, prof_steps;
+	long prof_ptok;  // prefill tokens profiled
 	std::vector<cudaEvent_t> prof_ev;
 	std::vector<const char *> prof_name;
 	std::vector<std::pair<std::string, std::pair<int, double>>> prof_sum;  // name -> (count, us)
@@ -2440,11 +2642,24 @@ extern "C" void sk_model_free(sk_model *m) {
 		fprintf(stderr, "sparkinfer kernels profile: %d decode steps, GPU time per step by kernel (events between launches, no graph)\n",
 		        m->prof_steps);
 		double tot = 0;
-		for (auto &e : m->prof_sum) tot += e.second.second;
 		for (auto &e : m->prof_sum)
-			fprintf(stderr, "  %-10s %4d launches/step %9.2f us/step %5.1f%%\n", e.first.c_str(),
-			        e.second.first / m->prof_steps, e.second.second / m->prof_steps, 100.0 * e.second.second / tot);
+			if (e.first.compare(0, 2, "p.") != 0) tot += e.second.second;
+		for (auto &e : m->prof_sum)
+			if (e.first.compare(0, 2, "p.") != 0)
+				fprintf(stderr, "  %-10s %4d launches/step %9.2f us/step %5.1f%%\n", e.first.c_str(),
+				        e.second.first / m->prof_steps, e.second.second / m->prof_steps, 100.0 * e.second.second / tot);
 		fprintf(stderr, "  %-10s %24.2f us/step\n", "total", tot / m->prof_steps);
+	}
+	if (m->prof && m->prof_ptok > 0) {
+		fprintf(stderr, "sparkinfer kernels profile: %ld prefill tokens, GPU time per 512 tokens by kernel\n", m->prof_ptok);
+		double tot = 0;
+		for (auto &e : m->prof_sum)
+			if (e.first.compare(0, 2, "p.") == 0) tot += e.second.second;
+		for (auto &e : m->prof_sum)
+			if (e.first.compare(0, 2, "p.") == 0)
+				fprintf(stderr, "  %-12s %6d launches %11.1f us/512 %5.1f%%\n", e.first.c_str(), e.second.first,
+				        e.second.second * 512.0 / m->prof_ptok, 100.0 * e.second.second / tot);
+		fprintf(stderr, "  %-12s %26.1f us/512 tokens\n", "total", tot * 512.0 / m->prof_ptok);
 	}
 	for (cudaEvent_t e : m->prof_ev) cudaEventDestroy(e);
 	sk_matrix_free(m->ctx, m->embd);
@@ -2495,9 +2710,8 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 		const int widths[] = {c->dim, (int)qd, c->ffn};
 		for (int w : widths) smem = std::max(smem, (size_t)w * 7 + 96);
 		if (rc == SK_OK && smem > 48 * 1024 && smem <= 200 * 1024 && (int)smem > ctx->g2_smem) {
-			cudaError_t e = cudaFuncSetAttribute(k_gemv2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+			const cudaError_t e = gemv2_set_smem(ctx, (int)smem);
 			if (e != cudaSuccess) rc = fail(ctx, SK_E_CUDA, "gemv shared memory: %s", cudaGetErrorString(e));
-			else ctx->g2_smem = (int)smem;
 		}
 	}
 	rc = rc ? rc : model_alloc(m, T * c->dim * 4, (void **)&m->x);
@@ -2682,13 +2896,11 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 	sk_ctx *ctx = m->ctx;
 	const sk_model_config &c = m->cfg;
 	const int qd = c.n_head * c.head_dim, kd = c.n_kv_head * c.head_dim;
-	const bool dec = n == 1;  // profile marks: decode steps only
-	if (dec) {
-		m->prof_n = 0;
-		prof_mark(m, "start");
-	}
+	const bool dec = n == 1;  // profile marks: "p." names for prefill
+	m->prof_n = 0;
+	prof_mark(m, "start");
 	int rc = sk_get_rows(ctx, m->embd, m->d_tok, m->x, n);
-	if (dec) prof_mark(m, "get_rows");
+	prof_mark(m, dec ? "get_rows" : "p.get_rows");
 	sk_epilogue qkv;
 	memset(&qkv, 0, sizeof qkv);
 	qkv.mode = SK_EPI_QKV;
@@ -2740,10 +2952,21 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 			continue;
 		}
 		rc = sk_rmsnorm(ctx, m->x, L.attn_norm, m->xn, c.dim, n, c.eps);
-		for (int i = 0; rc == SK_OK && i < 3; i++) {
+		prof_mark(m, "p.norm");
+		if (rc == SK_OK && wqkv[0]->type == wqkv[1]->type && wqkv[0]->type == wqkv[2]->type &&
+		    mma_type(wqkv[0]->type) && c.dim % MM_BK == 0) {
+			// one GEMM over the concatenated rows (roff 0)
 			sk_epilogue e = c.qk_norm ? st : qkv;
-			e.roff = roffs[i];
-			rc = gemm_fused(ctx, 1, &wqkv[i], m->xn, n, &e, m->tmp2);
+			rc = check_epi(ctx, &e, qd + 2 * kd, 3, qd);
+			if (rc == SK_OK) rc = gemm_mma_launch(ctx, 3, wqkv, 0, m->xn, n, epidev(&e));
+			prof_mark(m, "p.qkv");
+		} else {
+			for (int i = 0; rc == SK_OK && i < 3; i++) {
+				sk_epilogue e = c.qk_norm ? st : qkv;
+				e.roff = roffs[i];
+				rc = gemm_fused(ctx, 1, &wqkv[i], m->xn, n, &e, m->tmp2);
+				prof_mark(m, i == 0 ? "p.q" : i == 1 ? "p.k" : "p.v");
+			}
 		}
 		if (rc == SK_OK && c.qk_norm) rc = sk_qkv_post(ctx, m->qkv, n, L.q_norm, L.k_norm, c.eps, &qkv);
 		if (rc == SK_OK) {
@@ -2754,18 +2977,23 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 				rc = attention(ctx, m->q, L.kc, L.vc, m->att, n, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
 				               m->d_pos);
 		}
+		prof_mark(m, "p.attention");
 		if (rc == SK_OK) rc = gemm_fused(ctx, 1, &L.wo, m->att, n, &acc, m->tmp2);
+		prof_mark(m, "p.o");
 		if (rc == SK_OK) rc = sk_rmsnorm(ctx, m->x, L.ffn_norm, m->xn, c.dim, n, c.eps);
+		prof_mark(m, "p.norm");
 		if (rc == SK_OK) rc = gemm_fused(ctx, 2, wgu, m->xn, n, &sw, m->tmp2);
+		prof_mark(m, "p.gate_up");
 		if (rc == SK_OK) rc = gemm_fused(ctx, 1, &L.down, m->g, n, &acc, m->tmp2);
+		prof_mark(m, "p.down");
 	}
 	const float *last = m->x + (size_t)(n - 1) * c.dim;
 	const sk_matrix *out = m->output ? m->output : m->embd;
 	sk_epilogue lo = plain_epi(m->logits, c.vocab, 0);
 	if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &out, last, m->out_norm, c.eps, &lo, 0);
-	if (dec) prof_mark(m, "output");
+	prof_mark(m, dec ? "output" : "p.output");
 	if (rc == SK_OK) rc = sk_argmax(ctx, m->logits, c.vocab, m->d_next);
-	if (dec) prof_mark(m, "argmax");
+	prof_mark(m, dec ? "argmax" : "p.argmax");
 	return rc;
 }
 
@@ -2787,7 +3015,7 @@ static int enqueue_step(sk_model *m) {
 
 // prof_collect adds the times between a finished step's events to the
 // per-kernel sums (profile mode).
-static int prof_collect(sk_model *m) {
+static int prof_collect(sk_model *m, int ntok) {
 	for (int i = 1; i < m->prof_n; i++) {
 		float ms = 0.f;
 		CK(m->ctx, cudaEventElapsedTime(&ms, m->prof_ev[i - 1], m->prof_ev[i]));
@@ -2800,7 +3028,8 @@ static int prof_collect(sk_model *m) {
 		it->second.first++;
 		it->second.second += 1000.0 * ms;
 	}
-	m->prof_steps++;
+	if (ntok == 1) m->prof_steps++;
+	else m->prof_ptok += ntok;
 	return SK_OK;
 }
 
@@ -2843,7 +3072,7 @@ extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, i
 	if (logits) CK(ctx, cudaMemcpyAsync(logits, m->logits, (size_t)c.vocab * 4, cudaMemcpyDeviceToHost, ctx->stream));
 	CK(ctx, cudaStreamSynchronize(ctx->stream));
 	if (prof) {
-		rc = prof_collect(m);
+		rc = prof_collect(m, 1);
 		if (rc != SK_OK) return rc;
 	}
 	if (next) *next = m->h_step[m->chunk + 1];
@@ -2872,6 +3101,10 @@ extern "C" int sk_model_prefill(sk_model *m, const int32_t *tokens, int n, int p
 		if (rc != SK_OK) return rc;
 		// the host buffer is reused by the next chunk: wait for the copies
 		CK(ctx, cudaStreamSynchronize(ctx->stream));
+		if (m->prof && m->variant == SK_VARIANT_V2 && k > 1) {
+			rc = prof_collect(m, k);
+			if (rc != SK_OK) return rc;
+		}
 	}
 	int32_t nx = 0;
 	CK(ctx, cudaMemcpyAsync(&nx, m->d_next, 4, cudaMemcpyDeviceToHost, ctx->stream));

@@ -30,7 +30,7 @@ stages=${*:-kernels ops stories parity bench sanitize}
 echo "kernel variant: ${SPARKINFER_KERNEL_VARIANT:-default}"
 has() { [[ " $stages " == *" $1 "* ]]; }
 mkdir -p "$OUT" "$MODELS"
-export SPARKINFER_KERNELS=$PWD/kernels/build/libsparkinfer_kernels.so
+export SPARKINFER_KERNELS=${SPARKINFER_KERNELS:-$PWD/kernels/build/libsparkinfer_kernels.so}
 SI="$BIN/sparkinfer"
 K="--kernels $SPARKINFER_KERNELS --kernels-any-digest-unsafe"
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
@@ -168,8 +168,9 @@ if has profile; then
 	for m in ${PROFILE_MODELS:-tinyllama-q8_0}; do
 		model $m
 		log "profile $m: in place (SPARKINFER_PROFILE=1: events between the decode step's launches)"
-		SPARKINFER_PROFILE=1 "$SI" bench --device cuda $K --model "$MODELS/$m.gguf" --ctx ${BENCH_CTX:-128,4096} --tokens 64 --runs 1 --prefill 16 \
-			2>&1 >/dev/null | grep -A30 "kernels profile" | tee "$OUT/kprofile-$m.txt"
+		SPARKINFER_PROFILE=1 "$SI" bench --device cuda $K --model "$MODELS/$m.gguf" --ctx ${BENCH_CTX:-128,4096} --tokens 64 --runs 1 --prefill ${PROFILE_PREFILL:-512} \
+			2>&1 >/dev/null | grep -A40 "kernels profile" | tee "$OUT/kprofile-$m.txt"
+		[ "${PROFILE_NCU:-1}" = 1 ] || continue
 		log "profile $m: ncu"
 		ncu --clock-control none --launch-count ${PROFILE_KERNELS:-700} --csv \
 			--metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__block_size \
