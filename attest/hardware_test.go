@@ -23,10 +23,7 @@ import (
 // checks must fail, while every signature and chain check passes.
 func realBundle(t *testing.T) (*attest.Bundle, time.Time) {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/real/polaris-0000-51467dd.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readReal(t, "polaris-0000-51467dd.json")
 	var receipt struct {
 		Attestation struct {
 			Timestamp string `json:"timestamp_utc"`
@@ -51,30 +48,36 @@ func realBundle(t *testing.T) (*attest.Bundle, time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repHex, err := os.ReadFile("testdata/real/trustee-blackwellAttestationReport.txt")
+	rep, err := nvgpu.DecodeReportFile(readReal(t, "trustee-blackwellAttestationReport.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := nvgpu.DecodeReportFile(repHex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := os.ReadFile("testdata/real/trustee-blackwell_cert_chain_case1.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	chain := readReal(t, "trustee-blackwell_cert_chain_case1.txt")
 	s := attesttest.Statement(at, testNonce)
 	s.GPUEvidenceDigests = []string{attest.Digest(rep)}
+	b := statementBundle(t, s, attest.TEEEvidence{Kind: attest.KindTDX, Quote: quote, Collateral: coll})
+	b.GPUs = []attest.GPUEvidence{{Kind: attest.GPUKindNVIDIA, Report: rep, CertChain: chain}}
+	return b, at
+}
+
+// readReal reads testdata/real/name.
+func readReal(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/real/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// statementBundle is a bundle of s (marshalled) with the TEE evidence tee.
+func statementBundle(t *testing.T, s attest.Statement, tee attest.TEEEvidence) *attest.Bundle {
+	t.Helper()
 	sb, err := s.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &attest.Bundle{
-		Version:   attest.BundleVersion,
-		Statement: sb,
-		TEE:       attest.TEEEvidence{Kind: attest.KindTDX, Quote: quote, Collateral: coll},
-		GPUs:      []attest.GPUEvidence{{Kind: attest.GPUKindNVIDIA, Report: rep, CertChain: chain}},
-	}, at
+	return &attest.Bundle{Version: attest.BundleVersion, Statement: sb, TEE: tee}
 }
 
 func TestRealHardwareEvidence(t *testing.T) {
@@ -129,23 +132,9 @@ func TestRealHardwareEvidence(t *testing.T) {
 // capture's challenge, not our statement's report data, so exactly the
 // nonce checks and the statement binding fail.
 func TestRealVTPMEvidence(t *testing.T) {
-	read := func(name string) []byte {
-		b, err := os.ReadFile("testdata/real/az-tdx-vtpm/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	s := attesttest.Statement(testNow, testNonce)
-	sb, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &attest.Bundle{
-		Version:   attest.BundleVersion,
-		Statement: sb,
-		TEE:       attest.TEEEvidence{Kind: attest.KindTDXVTPM, Quote: read("td-quote.bin"), HCLReport: read("hcl-report.bin"), TPMQuote: read("quote.bin")},
-	}
+	read := func(name string) []byte { return readReal(t, "az-tdx-vtpm/"+name) }
+	b := statementBundle(t, attesttest.Statement(testNow, testNonce),
+		attest.TEEEvidence{Kind: attest.KindTDXVTPM, Quote: read("td-quote.bin"), HCLReport: read("hcl-report.bin"), TPMQuote: read("quote.bin")})
 	r, err := verify(t, attesttest.PublicAuthority(), b, testNonce)
 	var ve *check.VerifyError
 	if !errors.As(err, &ve) {
@@ -178,24 +167,9 @@ func TestRealVTPMEvidence(t *testing.T) {
 // verify, the claims carry the product line and the decoded REPORTED_TCB
 // (the one the VCEK certifies), and only the statement binding fails.
 func TestRealSEVSNPEvidence(t *testing.T) {
-	read := func(name string) []byte {
-		b, err := os.ReadFile("testdata/real/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	at := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC) // inside the VCEK's validity
-	s := attesttest.Statement(at, testNonce)
-	sb, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &attest.Bundle{
-		Version:   attest.BundleVersion,
-		Statement: sb,
-		TEE:       attest.TEEEvidence{Kind: attest.KindSEVSNP, Quote: read("trustee-snp-report.bin"), Certificates: read("trustee-snp-vcek.der")},
-	}
+	b := statementBundle(t, attesttest.Statement(at, testNonce),
+		attest.TEEEvidence{Kind: attest.KindSEVSNP, Quote: readReal(t, "trustee-snp-report.bin"), Certificates: readReal(t, "trustee-snp-vcek.der")})
 	r, err := verify(t, attesttest.PublicAuthority(), b, testNonce, at)
 	var ve *check.VerifyError
 	if !errors.As(err, &ve) || ve.Check != "tee.report_data" {
@@ -214,7 +188,7 @@ func TestRealSEVSNPEvidence(t *testing.T) {
 	// is the little-endian u64 at 0x180; Milan's layout puts the
 	// bootloader SPL in byte 0, the TEE in byte 1, SNP in byte 6 and
 	// microcode in byte 7.
-	raw := read("trustee-snp-report.bin")
+	raw := readReal(t, "trustee-snp-report.bin")
 	want := attest.SNPTCB{BootLoader: raw[0x180], TEE: raw[0x181], SNP: raw[0x186], Microcode: raw[0x187]}
 	if *c.SNPReportedTCB != want {
 		t.Errorf("reported tcb %+v, want %+v", *c.SNPReportedTCB, want)

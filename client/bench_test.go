@@ -8,12 +8,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sparkinfer/cc/client"
+	"github.com/sparkinfer/cc/internal/stats"
 )
 
 var (
@@ -182,21 +182,9 @@ func BenchmarkRoundTripPaired(b *testing.B) {
 		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 		enc, plain, diff = append(enc, ms(e)), append(plain, ms(q)), append(diff, ms(e-q))
 	}
-	b.ReportMetric(median(enc), "enc-ms")
-	b.ReportMetric(median(plain), "plain-ms")
-	b.ReportMetric(median(diff), "added-ms")
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	b.ReportMetric(stats.Median(enc), "enc-ms")
+	b.ReportMetric(stats.Median(plain), "plain-ms")
+	b.ReportMetric(stats.Median(diff), "added-ms")
 }
 
 // BenchmarkStreamDecode compares streamed decode throughput (events per
@@ -250,8 +238,8 @@ func BenchmarkStreamDecodePaired(b *testing.B) {
 		slower = append(slower, 100*(q.decode-e.decode)/q.decode)
 		reqSlower = append(reqSlower, 100*(q.request-e.request)/q.request)
 	}
-	b.ReportMetric(median(enc), "enc-events/s")
-	b.ReportMetric(median(plain), "plain-events/s")
-	b.ReportMetric(median(slower), "slower-%")
-	b.ReportMetric(median(reqSlower), "request-slower-%")
+	b.ReportMetric(stats.Median(enc), "enc-events/s")
+	b.ReportMetric(stats.Median(plain), "plain-events/s")
+	b.ReportMetric(stats.Median(slower), "slower-%")
+	b.ReportMetric(stats.Median(reqSlower), "request-slower-%")
 }

@@ -232,6 +232,16 @@ func TestVTPMSimulator(t *testing.T) {
 		t.Cleanup(ts.Close)
 		return s, VTPMConfig{IMDSQuoteURL: ts.URL + "/acc/tdquote", HTTPClient: ts.Client()}
 	}
+	// collector opens the simulator with an IMDS that answers 200 with answer.
+	collector := func(t *testing.T, answer []byte) *VTPMTEE {
+		t.Helper()
+		_, cfg := server(t, http.StatusOK, answer)
+		v, err := NewVTPMTEE(sim, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
 	stmt := attesttest.Statement(vtpmTime, bytes.Repeat([]byte{0x5a}, 16))
 	sb, err := stmt.Marshal()
 	if err != nil {
@@ -368,11 +378,7 @@ func TestVTPMSimulator(t *testing.T) {
 
 	t.Run("imds_quote_for_another_td", func(t *testing.T) {
 		fresh(t, hcl, true)
-		_, cfg := server(t, http.StatusOK, quoteAnswer(otherTD))
-		v, err := NewVTPMTEE(sim, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := collector(t, quoteAnswer(otherTD))
 		ev, err := v.collect(rd)
 		if err != nil {
 			t.Fatal(err)
@@ -436,11 +442,7 @@ func TestVTPMSimulator(t *testing.T) {
 
 	t.Run("hcl_index_garbage", func(t *testing.T) {
 		fresh(t, []byte("not an hcl report, just text"), true)
-		_, cfg := server(t, http.StatusOK, quoteAnswer(tdQuote))
-		v, err := NewVTPMTEE(sim, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := collector(t, quoteAnswer(tdQuote))
 		var ee *VTPMEvidenceError
 		var pe *check.ParseError
 		if _, err := v.Evidence(rd); !errors.As(err, &ee) || ee.Check != "hcl_report" || !errors.As(err, &pe) {
@@ -456,11 +458,7 @@ func TestVTPMSimulator(t *testing.T) {
 		}
 		plantNV(t, sim, HCLReportNVIndex, tpm2.AttrOwnerWrite|tpm2.AttrAuthRead|tpm2.AttrNoDA, hcl)
 		plantAK(t, sim, true)
-		_, cfg := server(t, http.StatusOK, quoteAnswer(tdQuote))
-		v, err := NewVTPMTEE(sim, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := collector(t, quoteAnswer(tdQuote))
 		ev, err := v.collect(rd)
 		if err != nil || !bytes.Equal(ev.HCLReport, hcl) {
 			t.Errorf("collect: %v (hcl report %d bytes)", err, len(ev.HCLReport))
@@ -493,12 +491,8 @@ func TestVTPMSimulator(t *testing.T) {
 		fresh(t, hcl, true)
 		// Writable only with a policy the collector cannot satisfy.
 		plantNV(t, sim, UserDataNVIndex, tpm2.AttrPolicyWrite|tpm2.AttrOwnerRead|tpm2.AttrAuthRead|tpm2.AttrNoDA, make([]byte, 64))
-		_, cfg := server(t, http.StatusOK, quoteAnswer(tdQuote))
-		v, err := NewVTPMTEE(sim, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = v.Evidence(rd)
+		v := collector(t, quoteAnswer(tdQuote))
+		_, err := v.Evidence(rd)
 		var ne *NVIndexError
 		if !errors.As(err, &ne) || ne.Index != UserDataNVIndex || ne.Op != "write" {
 			t.Errorf("write refused: %v, want *NVIndexError writing 0x01400002", err)
@@ -507,16 +501,12 @@ func TestVTPMSimulator(t *testing.T) {
 
 	t.Run("tpm_gone", func(t *testing.T) {
 		fresh(t, hcl, true)
-		_, cfg := server(t, http.StatusOK, quoteAnswer(tdQuote))
-		v, err := NewVTPMTEE(sim, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := collector(t, quoteAnswer(tdQuote))
 		// The simulator stops answering; the collector reports it.
 		if err := sim.Close(); err != nil {
 			t.Fatal(err)
 		}
-		_, err = v.Evidence(rd)
+		_, err := v.Evidence(rd)
 		var ne *NVIndexError
 		if !errors.As(err, &ne) || !errors.Is(err, simulator.ErrUsingClosedSimulator) {
 			t.Errorf("closed tpm: %v, want *NVIndexError wrapping the closed simulator", err)

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/sparkinfer/cc/engine/cuda"
 	"github.com/sparkinfer/cc/engine/model"
+	"github.com/sparkinfer/cc/internal/stats"
 )
 
 // BenchConfig says what Bench measures.
@@ -111,13 +111,7 @@ func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, er
 		return out
 	}
 	point := func(c, n int, runs []float64) BenchPoint {
-		s := slices.Clone(runs)
-		slices.Sort(s)
-		med := s[len(s)/2]
-		if len(s)%2 == 0 {
-			med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-		}
-		return BenchPoint{Context: c, Tokens: n, Runs: runs, Median: med}
+		return BenchPoint{Context: c, Tokens: n, Runs: runs, Median: stats.Median(runs)}
 	}
 	seq, err := e.Backend.NewSequence(e.Context)
 	if err != nil {

@@ -1337,19 +1337,17 @@ __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev 
 #pragma unroll
 		for (int u = 0; u < Q6_U; u++) {
 			const int sb = min(sb0 + 4 * u, nsb - 1);  // past the row: re-read, unused
-			{
-				const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
-				a0[u] = __ldg((const uint2 *)(ba + n * 64 + l0));
-				a1[u] = __ldg((const uint2 *)(ba + n * 64 + 32 + l0));
-				ah[u] = __ldg((const uint2 *)(ba + 128 + n * 32 + l0));
-				as[u] = __ldg((const uint2 *)(ba + 192 + n * 8));
-				b0[u] = __ldg((const uint2 *)(bb + n * 64 + l0));
-				b1[u] = __ldg((const uint2 *)(bb + n * 64 + 32 + l0));
-				bh[u] = __ldg((const uint2 *)(bb + 128 + n * 32 + l0));
-				bs[u] = __ldg((const uint2 *)(bb + 192 + n * 8));
-				fa[u] = __ldg(da + sb);
-				fb[u] = __ldg(db + sb);
-			}
+			const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
+			a0[u] = __ldg((const uint2 *)(ba + n * 64 + l0));
+			a1[u] = __ldg((const uint2 *)(ba + n * 64 + 32 + l0));
+			ah[u] = __ldg((const uint2 *)(ba + 128 + n * 32 + l0));
+			as[u] = __ldg((const uint2 *)(ba + 192 + n * 8));
+			b0[u] = __ldg((const uint2 *)(bb + n * 64 + l0));
+			b1[u] = __ldg((const uint2 *)(bb + n * 64 + 32 + l0));
+			bh[u] = __ldg((const uint2 *)(bb + 128 + n * 32 + l0));
+			bs[u] = __ldg((const uint2 *)(bb + 192 + n * 8));
+			fa[u] = __ldg(da + sb);
+			fb[u] = __ldg(db + sb);
 		}
 #pragma unroll
 		for (int u = 0; u < Q6_U; u++) {
@@ -2050,8 +2048,7 @@ static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const fl
 	const int cols = W[0]->cols;
 	// tensor cores for quantized and F16 weights; F32/BF16 weights (tiny or
 	// reference models, and bf16's range) keep float arithmetic
-	const bool mma = cols % MM_BK == 0 && (is_quant(W[0]->type) || W[0]->type == SK_F16) &&
-	                 (!sw || is_quant(W[1]->type) || W[1]->type == SK_F16);
+	const bool mma = cols % MM_BK == 0 && mma_type(W[0]->type) && (!sw || mma_type(W[1]->type));
 	if (mma && (!sw || W[1]->type == W[0]->type)) return gemm_mma_launch(ctx, nmat, W, sw, X, n, epidev(epi));
 	if (mma && sw) {
 		// gate and up of different types: two GEMMs, then SwiGLU

@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sparkinfer/cc/client"
+	"github.com/sparkinfer/cc/internal/stats"
 	"github.com/sparkinfer/cc/policy"
 )
 
@@ -121,12 +121,12 @@ func BenchmarkRoundTripInProcess(b *testing.B) {
 		cdiff = append(cdiff, ms((e-te)-(p-tp)))
 		ndiff = append(ndiff, ms((te-se)-(tp-sp)))
 	}
-	b.ReportMetric(median(enc), "enc-ms")
-	b.ReportMetric(median(plain), "plain-ms")
-	b.ReportMetric(median(diff), "added-ms")
-	b.ReportMetric(median(sdiff), "server-added-ms")
-	b.ReportMetric(median(cdiff), "client-added-ms")
-	b.ReportMetric(median(ndiff), "http-added-ms")
+	b.ReportMetric(stats.Median(enc), "enc-ms")
+	b.ReportMetric(stats.Median(plain), "plain-ms")
+	b.ReportMetric(stats.Median(diff), "added-ms")
+	b.ReportMetric(stats.Median(sdiff), "server-added-ms")
+	b.ReportMetric(stats.Median(cdiff), "client-added-ms")
+	b.ReportMetric(stats.Median(ndiff), "http-added-ms")
 	b.ReportMetric(float64(conns.Load()-n0)/float64(2*b.N), "conns/op")
 }
 
@@ -142,16 +142,4 @@ func (t timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(r)
 	t.last.Store(int64(time.Since(start)))
 	return resp, err
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
