@@ -40,6 +40,12 @@ struct sk_ctx {
 	float *tmp;
 	size_t tmp_bytes;
 	int g2_smem;   // dynamic shared memory limit set on k_gemv2
+	// f16 copy of a GEMM's activations (never captured in a graph)
+	__half *xh;
+	size_t xh_bytes;
+	// split-K partial sums of a GEMM (never captured in a graph)
+	float *kpart;
+	size_t kpart_bytes;
 	int pdl;       // launch v2 GEMVs with programmatic dependent launch
 };
 
@@ -141,6 +147,8 @@ extern "C" void sk_destroy(sk_ctx *ctx) {
 	cudaSetDevice(ctx->device);
 	if (ctx->scratch) cudaFree(ctx->scratch);
 	if (ctx->tmp) cudaFree(ctx->tmp);
+	if (ctx->xh) cudaFree(ctx->xh);
+	if (ctx->kpart) cudaFree(ctx->kpart);
 	cudaStreamDestroy(ctx->stream);
 	free(ctx);
 }
@@ -1049,6 +1057,7 @@ struct EpiDev {
 	__half *kc, *vc;
 	int n_head, n_kv, hd, rd, max_ctx, neox;
 	float base, fscale;
+	double lbase;  // log2(base), for exp2 in place of pow
 	const float *freq;
 	const int32_t *pos0;
 };
@@ -1070,6 +1079,7 @@ static EpiDev epidev(const sk_epilogue *e) {
 	d.neox = e->neox;
 	d.base = e->freq_base;
 	d.fscale = e->freq_scale;
+	d.lbase = log2((double)e->freq_base);
 	d.freq = e->freq;
 	d.pos0 = e->pos0;
 	return d;
@@ -1079,7 +1089,10 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + 
 
 // The rotation angle of pair i at position p (as k_rope).
 __device__ __forceinline__ void rope_cs(const EpiDev &e, int p, int i, double &sn, double &cs) {
-	double theta = (double)p * (double)e.fscale * pow((double)e.base, -2.0 * (double)i / (double)e.rd);
+	// base^(-2i/rd) as exp2(-2i/rd * log2(base)): the same value to a few
+	// ulps of a double, far cheaper than pow (lane 0 of each GEMV warp runs
+	// this for every row pair of Q and K)
+	double theta = (double)p * (double)e.fscale * exp2(-2.0 * (double)i / (double)e.rd * e.lbase);
 	if (e.freq) theta /= (double)e.freq[i];
 	sincos(theta, &sn, &cs);
 }
@@ -1473,6 +1486,68 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
 }
 
+// The two int8 levels of one block of 32 activations e (see Xs), held by
+// one thread: no shuffles, 32 independent elements for the scheduler. The
+// block sum adds in the order of the earlier 8-lane version, ((s0 + s4) +
+// (s2 + s6)) + ((s1 + s5) + (s3 + s7)) over the lanes' sums of 4.
+__device__ __forceinline__ void quant32(const float e[32], int b, int8_t *xq, int8_t *xq2, float *xd, float *xd2,
+                                        float *xsum) {
+	float s4[8];
+#pragma unroll
+	for (int l = 0; l < 8; l++) s4[l] = (e[4 * l] + e[4 * l + 1]) + (e[4 * l + 2] + e[4 * l + 3]);
+	const float sum = ((s4[0] + s4[4]) + (s4[2] + s4[6])) + ((s4[1] + s4[5]) + (s4[3] + s4[7]));
+	float amax = 0.f;
+#pragma unroll
+	for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(e[j]));
+	const float d = amax / 127.f;
+	const float id = d > 0.f ? 1.f / d : 0.f;
+	float res[32];
+	uint32_t w1[8];
+#pragma unroll
+	for (int j = 0; j < 32; j++) {
+		const float q = rintf(e[j] * id);
+		res[j] = __fmaf_rn(-q, d, e[j]);
+		const uint32_t byte = (uint32_t)(int)q & 0xFFu;
+		if ((j & 3) == 0) w1[j >> 2] = byte;
+		else w1[j >> 2] |= byte << (8 * (j & 3));
+	}
+	float amax2 = 0.f;
+#pragma unroll
+	for (int j = 0; j < 32; j++) amax2 = fmaxf(amax2, fabsf(res[j]));
+	const float d2 = amax2 / 127.f;
+	const float id2 = d2 > 0.f ? 1.f / d2 : 0.f;
+	uint32_t w2[8];
+#pragma unroll
+	for (int j = 0; j < 32; j++) {
+		const uint32_t byte = (uint32_t)__float2int_rn(res[j] * id2) & 0xFFu;
+		if ((j & 3) == 0) w2[j >> 2] = byte;
+		else w2[j >> 2] |= byte << (8 * (j & 3));
+	}
+	uint4 *o1 = (uint4 *)(xq + 32 * b), *o2 = (uint4 *)(xq2 + 32 * b);
+	o1[0] = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+	o1[1] = make_uint4(w1[4], w1[5], w1[6], w1[7]);
+	o2[0] = make_uint4(w2[0], w2[1], w2[2], w2[3]);
+	o2[1] = make_uint4(w2[4], w2[5], w2[6], w2[7]);
+	xd[b] = d;
+	xd2[b] = d2;
+	xsum[b] = sum;
+}
+
+// quant32 of (x * scale) * w (the order of the Go reference's RMSNorm), or x
+__device__ __forceinline__ void quant32n(const float4 xv[8], const float4 wv[8], bool hasw, float scale, int b,
+                                         int8_t *xq, int8_t *xq2, float *xd, float *xd2, float *xsum) {
+	float e[32];
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		e[4 * i] = hasw ? xv[i].x * scale * wv[i].x : xv[i].x;
+		e[4 * i + 1] = hasw ? xv[i].y * scale * wv[i].y : xv[i].y;
+		e[4 * i + 2] = hasw ? xv[i].z * scale * wv[i].z : xv[i].z;
+		e[4 * i + 3] = hasw ? xv[i].w * scale * wv[i].w : xv[i].w;
+	}
+	quant32(e, b, xq, xq2, xd, xd2, xsum);
+}
+
+
 // grid-stride over row pairs; block G2_WARPS warps; dynamic shared memory:
 // [int8 q1: cols][int8 q2: cols][float d1, d2, sum: cols/32 each][float f: cols]
 // as needed (16-byte aligned).
@@ -1508,19 +1583,44 @@ __global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const
 	}
 	// (launched with programmatic dependent launch: x and the epilogue's
 	// outputs belong to the predecessor until here)
+	// prologue: thread t quantizes blocks of 32 t, t + 256, ..., each from
+	// registers (quant32); the norm weights of its first block are weights
+	// too, loaded before the wait. The version before it took 8 lanes per
+	// block with shuffle reductions, one block per lane group at a time: a
+	// knock-out build without any prologue ran TinyLlama Q8_0 at 1,174
+	// instead of 938 tok/s and 7B Q4_K_M at 403 instead of 318; this one
+	// runs them at 997 and 354 (the same build without it: 1,187 and 418).
+	const bool pq = need_q && (cols & 31) == 0 && ((uintptr_t)x & 15) == 0 &&
+	                (!normw || ((uintptr_t)normw & 15) == 0);
+	const int nb32 = cols / 32, b0 = threadIdx.x;
+	float4 wr[8], xr[8];
+	if (pq && normw && b0 < nb32) {
+#pragma unroll
+		for (int i = 0; i < 8; i++) wr[i] = __ldg((const float4 *)normw + 8 * b0 + i);
+	}
 	pdl_trigger();
 	pdl_wait();
 
-	// prologue: the norm scale, then the activation in shared memory
-	const bool vec = (cols & 3) == 0 && ((uintptr_t)x & 15) == 0;
+	// the norm scale, then the activation in shared memory (two int8 levels
+	// for quantized weights, floats for float weights)
 	float scale = 1.f;
+	if (pq && b0 < nb32) {
+#pragma unroll
+		for (int i = 0; i < 8; i++) xr[i] = ((const float4 *)x)[8 * b0 + i];
+	}
 	if (normw) {
 		float ss = 0.f;
-		if (vec) {
-			const float4 *x4 = (const float4 *)x;
-			for (int i = threadIdx.x; i < cols / 4; i += blockDim.x) {
-				const float4 v = x4[i];
-				ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+		if (pq) {
+			if (b0 < nb32) {
+#pragma unroll
+				for (int i = 0; i < 8; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
+			}
+			for (int b = b0 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 256 blocks of 32
+				float4 v[8];
+#pragma unroll
+				for (int i = 0; i < 8; i++) v[i] = ((const float4 *)x)[8 * b + i];
+#pragma unroll
+				for (int i = 0; i < 8; i++) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
 			}
 		} else {
 			for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += x[i] * x[i];
@@ -1536,9 +1636,21 @@ __global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const
 	if (need_f) {
 		for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? x[i] * scale * normw[i] : x[i];
 	}
-	if (need_q) {
-		// 8 lanes per block of 32 (4 elements each), 4 blocks per warp step;
-		// the loop is warp-uniform for the shuffles
+	if (pq) {
+		if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum);
+		for (int b = b0 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 256 blocks of 32
+			float4 xv[8], wv[8];
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				xv[i] = ((const float4 *)x)[8 * b + i];
+				wv[i] = normw ? __ldg((const float4 *)normw + 8 * b + i) : make_float4(1.f, 1.f, 1.f, 1.f);
+			}
+			quant32n(xv, wv, normw != nullptr, scale, b, xq, xq2, xd, xd2, xsum);
+		}
+	} else if (need_q) {
+		// unaligned or odd lengths: 8 lanes per block of 32 (4 elements
+		// each), 4 blocks per warp step; the loop is warp-uniform for the
+		// shuffles
 		const int ngroups = cols / 32;
 		for (int base = warp * 4; base < ngroups; base += G2_WARPS * 4) {
 			const int g = base + (lane >> 3);
@@ -1711,15 +1823,18 @@ extern "C" int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, c
 
 // ---------------------------------------------------------------- tensor-core GEMM (prefill)
 //
-// Y = epilogue(X W^T): M = tokens (A = X, f32 -> f16), N = weight rows
-// (B = W dequantized to f16), K = cols. Block tile 64 tokens x 128 rows x 32,
-// 8 warps of 32 x 32, mma.sync.m16n8k16 f16 -> f32. The loads of k-tile
-// kt + MM_ST - 1 go out (into a ring of registers) while k-tile kt is
-// multiplied; two shared buffers, one barrier per k-tile. The thread holding
-// (t, r) also holds (t, r+1): the pair epilogues run on accumulator registers.
-// A/B on the H200 (sm_90, nvcc 13.0): MM_ST 3 is 6% faster than 2 at
-// TinyLlama, 1% slower at 7B and spills for Q6_K; two blocks per SM
-// (MM_MINB 2) beat one by 40% at 7B.
+// Y = epilogue(X W^T): M = tokens (A = an f16 copy of X, made once per GEMM
+// by k_to_f16), N = weight rows (B = W dequantized to f16), K = cols. Block
+// tile 64 tokens x 128 rows x 32, 8 warps of 32 x 32, mma.sync.m16n8k16
+// f16 -> f32. The loads of k-tile kt + ST - 1 go out (into a ring of
+// registers) while k-tile kt is multiplied; two shared buffers, one barrier
+// per k-tile. The thread holding (t, r) also holds (t, r+1): the pair
+// epilogues run on accumulator registers. With fewer blocks than the GPU
+// holds, the k range is split (split-K, below).
+// A/B on the H200 (sm_90, nvcc 13.0), prefill 512 tok/s, TinyLlama Q8_0 /
+// Q4_K_M / 7B Q4_K_M: f16 copy of X +6% / +3% / +3.5%; split-K +8.6% /
+// +15% / 0; a ring of 3 instead of 2 for the small k-tiles +3% / +3.5% /
+// +4%; two blocks per SM (MM_MINB 2) beat one by 40% at 7B.
 
 #define MM_BM 64
 #define MM_BN 128
@@ -1728,9 +1843,12 @@ extern "C" int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, c
 #ifndef MM_MINB
 #define MM_MINB 2
 #endif
-#ifndef MM_ST
-#define MM_ST 2  // k-tiles in flight
+#ifndef MM_STQ
+#define MM_STQ 3  // k-tiles in flight for Q8_0, Q4_K, F16 and BF16 weights
 #endif
+// Q6_K's raw k-tile (3 x 16 bytes + a scale) and F32's (64 bytes) hold a
+// ring of 2; the others, 20-36 bytes with the f16 activations, of MM_STQ.
+__host__ __device__ constexpr int mm_stages(int t) { return t == SK_Q6_K || t == SK_F32 ? 2 : MM_STQ; }
 
 // The weight rows of one GEMM: up to three matrices of one type, rows
 // concatenated (QKV), or two interleaved (gate/up: tile row j is row j/2 of
@@ -1867,19 +1985,24 @@ __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint3
 
 // grid (ceil(nrows/128), ceil(n/64)); nrows = the rows of all matrices.
 template <int T>
-__global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const float *__restrict__ X, int n, int nrows,
-                                                     EpiDev e) {
+__global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const __half *__restrict__ Xh, int n, int nrows, EpiDev e,
+                                                     int kt_per, float *__restrict__ part) {
+	constexpr int ST = mm_stages(T);
 	__shared__ __align__(16) __half As[2][MM_BM][MM_LD];
 	__shared__ __align__(16) __half Bs[2][MM_BN][MM_LD];
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp >> 2, wn = warp & 3;
 	const int n0 = blockIdx.x * MM_BN, m0t = blockIdx.y * MM_BM;
-	const int K = gm.m[0].cols, nk = K / MM_BK;
+	const int K = gm.m[0].cols;
+	// split-K: this block's k-tiles [kt0, kt0 + nk)
+	const int ks = blockIdx.z * kt_per, nk = min(K / MM_BK - ks, kt_per);
 
-	// A loader: row ia (token), 8 floats from ka
+	// A loader: row ia (token), 8 halves from ka of the f16 copy of X, stored
+	// as loaded (the f32 X, loaded and converted by every block, kept the
+	// load/store units 87% busy)
 	const int ia = tid >> 2, ka = (tid & 3) * 8;
 	const bool a_ok = m0t + ia < n;
-	const float *xa = X + (size_t)(m0t + ia) * K + ka;
+	const __half *xha = Xh + (size_t)(m0t + ia) * K + ka;
 	// B loader: tile row jb, 16 elements from kb
 	const int jb = tid >> 1, kb = (tid & 1) * 16;
 	const int gr = n0 + jb;
@@ -1900,34 +2023,26 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const float
 		brow = gr - gm.end[1];
 	}
 
-	// a ring of MM_ST k-tiles in registers (static indices: the k loop is
-	// unrolled by MM_ST)
-	float4 ar0r[MM_ST], ar1r[MM_ST];
-	BRaw brr[MM_ST];
+	// a ring of ST k-tiles in registers (static indices: the k loop is
+	// unrolled by ST)
+	uint4 arr[ST];
+	BRaw brr[ST];
 #pragma unroll
-	for (int i = 0; i < MM_ST; i++) {
-		ar0r[i] = ar1r[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+	for (int i = 0; i < ST; i++) {
+		arr[i] = make_uint4(0u, 0u, 0u, 0u);
 		memset(&brr[i], 0, sizeof brr[i]);
 	}
 
-	auto load = [&](int kt, float4 &ar0, float4 &ar1, BRaw &br) {
-		const int k0 = kt * MM_BK;
-		if (a_ok) {
-			ar0 = __ldg((const float4 *)(xa + k0));
-			ar1 = __ldg((const float4 *)(xa + k0 + 4));
-		}
+	auto load = [&](int kt, uint4 &a, BRaw &br) {
+		const int k0 = (ks + kt) * MM_BK;
+		if (a_ok) a = __ldg((const uint4 *)(xha + k0));
 		if (b_ok) b_load<T>(bm, brow, k0 + kb, br);
 	};
-	auto store = [&](int buf, int kt, const float4 &ar0, const float4 &ar1, const BRaw &br) {
-		uint4 av;
-		av.x = pack_h2(ar0.x, ar0.y);
-		av.y = pack_h2(ar0.z, ar0.w);
-		av.z = pack_h2(ar1.x, ar1.y);
-		av.w = pack_h2(ar1.z, ar1.w);
-		*(uint4 *)&As[buf][ia][ka] = av;
+	auto store = [&](int buf, int kt, const uint4 &a, const BRaw &br) {
+		*(uint4 *)&As[buf][ia][ka] = a;
 		uint32_t h[8];
 		if (b_ok) {
-			b_deq<T>(br, kt * MM_BK + kb, h);
+			b_deq<T>(br, (ks + kt) * MM_BK + kb, h);
 		} else {
 #pragma unroll
 			for (int i = 0; i < 8; i++) h[i] = 0;
@@ -1945,18 +2060,18 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const float
 			for (int c = 0; c < 4; c++) acc[i][j][c] = 0.f;
 
 #pragma unroll
-	for (int i = 0; i < MM_ST - 1; i++)
-		if (i < nk) load(i, ar0r[i], ar1r[i], brr[i]);
-	store(0, 0, ar0r[0], ar1r[0], brr[0]);
+	for (int i = 0; i < ST - 1; i++)
+		if (i < nk) load(i, arr[i], brr[i]);
+	store(0, 0, arr[0], brr[0]);
 	__syncthreads();
-	for (int kt0 = 0; kt0 < nk; kt0 += MM_ST) {
+	for (int kt0 = 0; kt0 < nk; kt0 += ST) {
 #pragma unroll
-	for (int u = 0; u < MM_ST; u++) {
+	for (int u = 0; u < ST; u++) {
 		const int kt = kt0 + u;  // in ring slot u
 		if (kt >= nk) break;
 		const int buf = kt & 1;
-		const int ahead = (u + MM_ST - 1) % MM_ST, next = (u + 1) % MM_ST;
-		if (kt + MM_ST - 1 < nk) load(kt + MM_ST - 1, ar0r[ahead], ar1r[ahead], brr[ahead]);
+		const int ahead = (u + ST - 1) % ST, next = (u + 1) % ST;
+		if (kt + ST - 1 < nk) load(kt + ST - 1, arr[ahead], brr[ahead]);
 #pragma unroll
 		for (int kk = 0; kk < MM_BK; kk += 16) {
 			uint32_t a[2][4], b[4][2];
@@ -1976,7 +2091,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const float
 #pragma unroll
 				for (int ni = 0; ni < 4; ni++) mma_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
 		}
-		if (kt + 1 < nk) store(buf ^ 1, kt + 1, ar0r[next], ar1r[next], brr[next]);
+		if (kt + 1 < nk) store(buf ^ 1, kt + 1, arr[next], brr[next]);
 		__syncthreads();
 	}
 	}
@@ -1989,11 +2104,56 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const float
 			const int r = n0 + wn * 32 + ni * 8 + 2 * (lane & 3);
 			if (r >= nrows) continue;
 			const int t = m0t + wm * 32 + mi * 16 + (lane >> 2);
+			if (part) {
+				// split-K: this split's sums, added up (and the epilogue applied) by k_splitk_epi
+				float *o = part + (size_t)blockIdx.z * n * nrows + r;
+				if (t < n) {
+					o[(size_t)t * nrows] = acc[mi][ni][0];
+					if (r + 1 < nrows) o[(size_t)t * nrows + 1] = acc[mi][ni][1];
+				}
+				if (t + 8 < n) {
+					o[(size_t)(t + 8) * nrows] = acc[mi][ni][2];
+					if (r + 1 < nrows) o[(size_t)(t + 8) * nrows + 1] = acc[mi][ni][3];
+				}
+				continue;
+			}
 			if (t < n) epi_pair(e, t, r, acc[mi][ni][0], acc[mi][ni][1], r + 1 < nrows);
 			if (t + 8 < n) epi_pair(e, t + 8, r, acc[mi][ni][2], acc[mi][ni][3], r + 1 < nrows);
 		}
 	}
 }
+
+// y[8i..8i+8) = f16(x[8i..8i+8)), i < n8
+__global__ void k_to_f16(const float *__restrict__ x, __half *__restrict__ y, size_t n8) {
+	const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n8) return;
+	const float4 a = __ldg((const float4 *)x + 2 * i), b = __ldg((const float4 *)x + 2 * i + 1);
+	((uint4 *)y)[i] = make_uint4(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
+}
+
+// Split-K: the splits' sums of each (token, row pair), added in split order,
+// through the GEMM's epilogue.
+__global__ void k_splitk_epi(const float *__restrict__ part, int splits, int n, int nrows, EpiDev e) {
+	const int npair = (nrows + 1) / 2;
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n * npair) return;
+	const int t = i / npair, r = 2 * (i - t * npair);
+	const bool has1 = r + 1 < nrows;
+	float v0 = 0.f, v1 = 0.f;
+	for (int z = 0; z < splits; z++) {
+		const float *p = part + ((size_t)z * n + t) * nrows + r;
+		v0 += p[0];
+		if (has1) v1 += p[1];
+	}
+	epi_pair(e, t, r, v0, v1, has1);
+}
+
+#ifndef MM_SPLIT_MIN
+#define MM_SPLIT_MIN 16  // fewest k-tiles per split
+#endif
+#ifndef MM_MAXSPLIT
+#define MM_MAXSPLIT 4
+#endif
 
 // nmat matrices of one type: concatenated rows, or (interleave, nmat 2)
 // gate/up pairs.
@@ -2011,16 +2171,63 @@ static int gemm_mma_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, int
 	}
 	dim3 grid((nrows + MM_BN - 1) / MM_BN, (n + MM_BM - 1) / MM_BM);
 	cudaStream_t s = ctx->stream;
+	// Split-K when the tiles leave SMs idle: with fewer blocks than the GPU
+	// holds at once (MM_MINB per SM), each block's k loop is a chain of
+	// k-tiles whose loads the ring hides only in part (TinyLlama's 2048-row
+	// O and down GEMMs: 128 blocks for 264 places at 512 tokens). The splits
+	// store their sums, k_splitk_epi adds them in a fixed order (the result
+	// does not depend on scheduling) and runs the epilogue.
+	const int nk = W[0]->cols / MM_BK, blocks = (int)(grid.x * grid.y);
+	int splits = std::min(std::min(MM_MAXSPLIT, ctx->sm_count * MM_MINB / std::max(blocks, 1)), nk / MM_SPLIT_MIN);
+	if (splits < 2) splits = 1;
+	const int kt_per = (nk + splits - 1) / splits;
+	splits = (nk + kt_per - 1) / kt_per;
+	float *part = nullptr;
+	if (splits > 1) {
+		const size_t bytes = (size_t)splits * n * nrows * sizeof(float);
+		if (ctx->kpart_bytes < bytes) {
+			if (ctx->kpart) CK(ctx, cudaFree(ctx->kpart));
+			ctx->kpart = nullptr;
+			ctx->kpart_bytes = 0;
+			const cudaError_t err = cudaMalloc((void **)&ctx->kpart, bytes);
+			if (err != cudaSuccess) return fail(ctx, SK_E_NOMEM, "gemm split-K partials: %s", cudaGetErrorString(err));
+			ctx->kpart_bytes = bytes;
+		}
+		part = ctx->kpart;
+		grid.z = splits;
+	}
+	// X to f16 once: every 128-row block reads the A tiles (half the bytes of
+	// f32, no conversion in the k loop); X is n x K, K a multiple of MM_BK
+	{
+		const size_t elems = (size_t)n * W[0]->cols, bytes = elems * sizeof(__half);
+		if (ctx->xh_bytes < bytes) {
+			if (ctx->xh) CK(ctx, cudaFree(ctx->xh));
+			ctx->xh = nullptr;
+			ctx->xh_bytes = 0;
+			const cudaError_t err = cudaMalloc((void **)&ctx->xh, bytes);
+			if (err != cudaSuccess) return fail(ctx, SK_E_NOMEM, "gemm f16 activations: %s", cudaGetErrorString(err));
+			ctx->xh_bytes = bytes;
+		}
+		const size_t n8 = elems / 8;
+		k_to_f16<<<(unsigned)((n8 + 255) / 256), 256, 0, s>>>(X, ctx->xh, n8);
+		CKLAUNCH(ctx);
+	}
+	const __half *Xh = ctx->xh;
 	switch (W[0]->type) {
-	case SK_F32: k_gemm_mma<SK_F32><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
-	case SK_F16: k_gemm_mma<SK_F16><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
-	case SK_BF16: k_gemm_mma<SK_BF16><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
-	case SK_Q8_0: k_gemm_mma<SK_Q8_0><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
-	case SK_Q4_K: k_gemm_mma<SK_Q4_K><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
-	case SK_Q6_K: k_gemm_mma<SK_Q6_K><<<grid, 256, 0, s>>>(gm, X, n, nrows, e); break;
+	case SK_F32: k_gemm_mma<SK_F32><<<grid, 256, 0, s>>>(gm, Xh, n, nrows, e, kt_per, part); break;
+	case SK_F16: k_gemm_mma<SK_F16><<<grid, 256, 0, s>>>(gm, Xh, n, nrows, e, kt_per, part); break;
+	case SK_BF16: k_gemm_mma<SK_BF16><<<grid, 256, 0, s>>>(gm, Xh, n, nrows, e, kt_per, part); break;
+	case SK_Q8_0: k_gemm_mma<SK_Q8_0><<<grid, 256, 0, s>>>(gm, Xh, n, nrows, e, kt_per, part); break;
+	case SK_Q4_K: k_gemm_mma<SK_Q4_K><<<grid, 256, 0, s>>>(gm, Xh, n, nrows, e, kt_per, part); break;
+	case SK_Q6_K: k_gemm_mma<SK_Q6_K><<<grid, 256, 0, s>>>(gm, Xh, n, nrows, e, kt_per, part); break;
 	default: return fail(ctx, SK_E_UNSUPPORTED, "gemm: unsupported type %d", W[0]->type);
 	}
 	CKLAUNCH(ctx);
+	if (part) {
+		const int items = n * ((nrows + 1) / 2);
+		k_splitk_epi<<<(items + 255) / 256, 256, 0, s>>>(part, splits, n, nrows, e);
+		CKLAUNCH(ctx);
+	}
 	return SK_OK;
 }
 
@@ -2149,42 +2356,86 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 }
 
 // Combine the ns splits' partials of kv head kvh into out (every thread of
-// the block). The partials are read CB splits at a time, every load of a
-// batch issued before any is used: a loop with one load per iteration waits
-// one L2 round trip per split.
+// the block; ends with a barrier-free write of out). Two steps, each one L2
+// round trip deep for up to 32 (A) and ATT_CB (B) splits: A) warp w takes
+// heads w, w + 8, ...: the maximum M and the sum L over the splits, and each
+// split's factor exp(m_j - M) into shared memory; B) each thread sums its
+// output dimensions' partials times the factors, ATT_CB splits per batch with
+// every load of a batch issued before any is used.
+#ifndef ATT_CB
+#define ATT_CB 8
+#endif
+#define ATT3_WARPS 8
+#ifndef ATT_KB1
+#define ATT_KB1 32  // V rows per load batch, head_dim <= 64
+#endif
+#ifndef ATT_KB2
+#define ATT_KB2 8  // head_dim <= 128
+#endif
+#define ATT_CF 2304  // factors in shared memory: G x ns <= 8 heads x 288 splits
 __device__ __forceinline__ void att2_combine(const float *part, float *out, int kvh, int G, int hd, int nsplit,
                                              int ns) {
-	constexpr int CB = 8;
-	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
-		const int g = idx / hd, d = idx - g * hd;
+	__shared__ float cf[ATT_CF];
+	__shared__ float cl[ATT2_MAXG];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const bool fits = G * ns <= ATT_CF;
+	for (int g = warp; g < G; g += ATT3_WARPS) {
 		const float *pb = part + (size_t)(kvh * G + g) * nsplit * (hd + 2);
 		float M = -INFINITY;
-		for (int j0 = 0; j0 < ns; j0 += CB) {
-			float mv[CB];
-#pragma unroll
-			for (int u = 0; u < CB; u++) mv[u] = j0 + u < ns ? __ldcg(pb + (size_t)(j0 + u) * (hd + 2)) : -INFINITY;
-#pragma unroll
-			for (int u = 0; u < CB; u++) M = fmaxf(M, mv[u]);
+#pragma unroll 4
+		for (int j = lane; j < ns; j += 32) M = fmaxf(M, __ldcg(pb + (size_t)j * (hd + 2)));
+		M = warp_max(M);
+		float L = 0.f;
+#pragma unroll 4
+		for (int j = lane; j < ns; j += 32) {
+			const float *pj = pb + (size_t)j * (hd + 2);
+			const float f = __expf(__ldcg(pj) - M);
+			L += __ldcg(pj + 1) * f;
+			if (fits) cf[g * ns + j] = f;
 		}
-		float L = 0.f, a = 0.f;
+		L = warp_sum(L);
+		if (lane == 0) cl[g] = L;
+		if (!fits && lane == 0) cf[g] = M;  // no room for the factors: keep M, B recomputes them
+	}
+	__syncthreads();
+	constexpr int CB = ATT_CB;
+	const int nout = G * hd;
+	for (int idx0 = threadIdx.x; idx0 < nout; idx0 += 2 * blockDim.x) {
+		// two outputs per thread per pass, their loads in flight together
+		const int idx1 = idx0 + blockDim.x;
+		const bool has1 = idx1 < nout;
+		const int g0 = idx0 / hd, d0 = idx0 - g0 * hd;
+		const int g1 = has1 ? idx1 / hd : g0, d1 = has1 ? idx1 - g1 * hd : d0;
+		const float *pb0 = part + (size_t)(kvh * G + g0) * nsplit * (hd + 2) + 2 + d0;
+		const float *pb1 = part + (size_t)(kvh * G + g1) * nsplit * (hd + 2) + 2 + d1;
+		float a0 = 0.f, a1 = 0.f;
 		for (int j0 = 0; j0 < ns; j0 += CB) {
-			float mv[CB], lv[CB], av[CB];
+			float v0[CB], v1[CB];
 #pragma unroll
 			for (int u = 0; u < CB; u++) {
-				const bool ok = j0 + u < ns;
-				const float *pj = pb + (size_t)(ok ? j0 + u : 0) * (hd + 2);
-				mv[u] = ok ? __ldcg(pj) : -INFINITY;
-				lv[u] = ok ? __ldcg(pj + 1) : 0.f;
-				av[u] = ok ? __ldcg(pj + 2 + d) : 0.f;
+				const int j = min(j0 + u, ns - 1);
+				v0[u] = __ldcg(pb0 + (size_t)j * (hd + 2));
+				v1[u] = __ldcg(pb1 + (size_t)j * (hd + 2));
 			}
 #pragma unroll
 			for (int u = 0; u < CB; u++) {
-				const float f = __expf(mv[u] - M);  // 0 for the padding
-				L += lv[u] * f;
-				a += av[u] * f;
+				const int j = j0 + u;
+				if (j < ns) {
+					float f0, f1;
+					if (fits) {
+						f0 = cf[g0 * ns + j];
+						f1 = cf[g1 * ns + j];
+					} else {
+						f0 = __expf(__ldcg(pb0 - 2 - d0 + (size_t)j * (hd + 2)) - cf[g0]);
+						f1 = __expf(__ldcg(pb1 - 2 - d1 + (size_t)j * (hd + 2)) - cf[g1]);
+					}
+					a0 += v0[u] * f0;
+					a1 += v1[u] * f1;
+				}
 			}
 		}
-		out[(size_t)(kvh * G + g) * hd + d] = a / L;
+		out[(size_t)(kvh * G + g0) * hd + d0] = a0 / cl[g0];
+		if (has1) out[(size_t)(kvh * G + g1) * hd + d1] = a1 / cl[g1];
 	}
 }
 
@@ -2197,7 +2448,6 @@ __device__ __forceinline__ void att2_combine(const float *part, float *out, int 
 // per warp, which made TinyLlama's 8-head groups cost 35 us per layer at a
 // 128-token context (its decode step ran 1.9x faster with attention left
 // out); this one decodes TinyLlama Q8_0 at 880 instead of 604 tok/s.
-#define ATT3_WARPS 8
 
 template <int MAXD2>
 __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float *q, const __half *kc, const __half *vc,
@@ -2218,6 +2468,41 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float 
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int g = warp % G, stripe = warp / G;
 	const float scale = rsqrtf((float)hd);
+	const __half *kb = kc + (size_t)kvh * max_ctx * hd, *vb = vc + (size_t)kvh * max_ctx * hd;
+	const float *qg = qs + g * hd;
+	// Every load of an iteration goes out before any is used: the key row of
+	// each lane (KR uint4 registers, the rest of a row past 128 dimensions
+	// is read in the dot loop) and the V rows of the first KB keys. The loop
+	// before read the key row four uint4 at a time and V after the scores,
+	// eight keys per batch: 6 dependent L2 round trips per 32 keys at
+	// TinyLlama's head size, 8 at 7B's; now 1 and 4. A/B with the two-step
+	// combine: TinyLlama Q8_0 decode 938 / 783 tok/s at 128 / 4k tokens of
+	// context instead of 874 / 716; 7B Q4_K_M unchanged.
+	constexpr int KR = MAXD2 <= 2 ? MAXD2 * 8 : 16;
+	constexpr int KB = MAXD2 == 1 ? ATT_KB1 : MAXD2 == 2 ? ATT_KB2 : 4;
+	const int nkr = min(hd / 8, KR);
+	uint4 kr[KR];
+	__half2 vr[KB][MAXD2];
+	auto issue_k = [&](int k0) {
+		const uint4 *kp = (const uint4 *)(kb + (size_t)min(k0 + lane, end - 1) * hd);
+#pragma unroll
+		for (int i = 0; i < KR; i++) kr[i] = i < nkr ? __ldg(kp + i) : make_uint4(0u, 0u, 0u, 0u);
+	};
+	auto issue_v = [&](int kfirst) {
+#pragma unroll
+		for (int u = 0; u < KB; u++) {
+			const __half2 *vp = (const __half2 *)(vb + (size_t)min(kfirst + u, end - 1) * hd);
+#pragma unroll
+			for (int i = 0; i < MAXD2; i++)
+				vr[u][i] = 2 * lane + 64 * i < hd ? __ldg(vp + lane + 32 * i) : __float2half2_rn(0.f);
+		}
+	};
+	// stripe >= S: an idle warp (G does not divide the warps); k0 starts past end
+	const int kfirst = stripe < S ? start + stripe * 32 : end;
+	if (kfirst < end) {
+		issue_k(kfirst);
+		issue_v(kfirst);
+	}
 	for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = q[(size_t)kvh * G * hd + i] * scale;
 	__syncthreads();
 
@@ -2225,15 +2510,31 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float 
 	float2 acc[MAXD2];
 #pragma unroll
 	for (int i = 0; i < MAXD2; i++) acc[i] = make_float2(0.f, 0.f);
-	const __half *kb = kc + (size_t)kvh * max_ctx * hd, *vb = vc + (size_t)kvh * max_ctx * hd;
-	const float *qg = qs + g * hd;
-	// stripe >= S: an idle warp (G does not divide the warps); k0 starts past end
-	for (int k0 = stripe < S ? start + stripe * 32 : end; k0 < end; k0 += S * 32) {
+	for (int k0 = kfirst; k0 < end; k0 += S * 32) {
+		if (k0 != kfirst) {
+			issue_k(k0);
+			issue_v(k0);
+		}
 		const int key = k0 + lane;
 		const bool ok = key < end;
-		float dot[1];
-		qk_dots<1>(qg, 1, hd, kb + (size_t)(ok ? key : k0) * hd, dot);
-		const float sc = ok ? dot[0] : -INFINITY;
+		float dsum = 0.f;
+#pragma unroll
+		for (int i = 0; i < KR; i++) {
+			if (i < nkr) {
+				const __half2 *k2 = (const __half2 *)&kr[i];
+				const float2 f0 = __half22float2(k2[0]), f1 = __half22float2(k2[1]), f2 = __half22float2(k2[2]),
+				             f3 = __half22float2(k2[3]);
+				const float4 q0 = *(const float4 *)(qg + 8 * i), q1 = *(const float4 *)(qg + 8 * i + 4);
+				dsum += q0.x * f0.x + q0.y * f0.y + q0.z * f1.x + q0.w * f1.y + q1.x * f2.x + q1.y * f2.y +
+				        q1.z * f3.x + q1.w * f3.y;
+			}
+		}
+		if (8 * KR < hd) {  // rows longer than the registers hold
+			float rest[1];
+			qk_dots<1>(qg + 8 * KR, 1, hd - 8 * KR, kb + (size_t)min(key, end - 1) * hd + 8 * KR, rest);
+			dsum += rest[0];
+		}
+		const float sc = ok ? dsum : -INFINITY;
 		const float mn = fmaxf(m, warp_max(sc));  // finite: key k0 is valid
 		const float corr = __expf(m - mn);
 		const float p = ok ? __expf(sc - mn) : 0.f;
@@ -2245,26 +2546,16 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float 
 		}
 		m = mn;
 		const int nk = min(32, end - k0);
-		constexpr int KB = MAXD2 <= 2 ? 8 : 4;
 		for (int j0 = 0; j0 < nk; j0 += KB) {
-			float2 vv[KB][MAXD2];
-#pragma unroll
-			for (int u = 0; u < KB; u++) {
-				const int kk = min(k0 + j0 + u, end - 1);
-				const __half2 *vp = (const __half2 *)(vb + (size_t)kk * hd);
-#pragma unroll
-				for (int i = 0; i < MAXD2; i++) {
-					const int d = 2 * lane + 64 * i;
-					vv[u][i] = d < hd ? __half22float2(vp[lane + 32 * i]) : make_float2(0.f, 0.f);
-				}
-			}
+			if (j0 > 0) issue_v(k0 + j0);
 #pragma unroll
 			for (int u = 0; u < KB; u++) {
 				const float pj = __shfl_sync(0xffffffffu, p, (j0 + u) & 31);  // 0 past nk
 #pragma unroll
 				for (int i = 0; i < MAXD2; i++) {
-					acc[i].x += pj * vv[u][i].x;
-					acc[i].y += pj * vv[u][i].y;
+					const float2 v = __half22float2(vr[u][i]);
+					acc[i].x += pj * v.x;
+					acc[i].y += pj * v.y;
 				}
 			}
 		}
