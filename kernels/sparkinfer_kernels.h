@@ -201,8 +201,10 @@ int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float 
  * Fused GEMM of n tokens (X: n x cols float, already normalised): the
  * tensor-core kernel (f16 operands, f32 accumulation) for Q8_0/Q4_K/Q6_K/F16
  * weights when cols % 32 == 0, else sk_gemv_fused per token (F32/BF16
- * weights keep float arithmetic). nmat is 1, or 2 for SWIGLU. For QKV, call
- * it once per matrix with roff 0, q_dim, q_dim + kv_dim.
+ * weights keep float arithmetic). W: 1-3 matrices of equal cols whose rows
+ * are concatenated (every one before the last with even rows; one launch
+ * when they share a type), or gate and up for SWIGLU. For QKV, pass Q, K
+ * and V with roff 0 (or each alone with roff 0, q_dim, q_dim + kv_dim).
  */
 int sk_gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_X, int n,
                   const sk_epilogue *epi);

@@ -228,8 +228,9 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 // GemmFused runs the prefill GEMM (tensor cores with f16 operands for
 // Q8_0/Q4_K/Q6_K/F16 weights when cols is a multiple of 32; otherwise the
 // fused GEMV per token, in float for F32/BF16 weights) of n tokens X (n x cols, already normalised) through
-// the epilogue. W is one matrix, or gate and up for EpiSwiGLU; for EpiQKV
-// call it per matrix with ROff 0, q_dim, q_dim + kv_dim.
+// the epilogue. W holds 1-3 matrices of equal cols whose rows are
+// concatenated (one launch when they share a type), or gate and up for
+// EpiSwiGLU; for EpiQKV pass Q, K and V with ROff 0.
 func (d *Device) GemmFused(W []*Matrix, X *Buffer, n int, e *Epilogue) error {
 	ms, rows, err := matList(W)
 	if err != nil {

@@ -472,20 +472,24 @@ func TestQKVFused(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
 	const eps = 1e-5
 	cases := []struct {
-		rc  ropeCase
-		typ quant.Type
-		dim int
+		rc        ropeCase
+		typ, vtyp quant.Type // vtyp: V's type (Q4_K_M files mix Q4_K and Q6_K)
+		dim       int
 	}{
-		{ropeCase{4, 2, 64, 64, false, false, 10000, 1}, quant.Q8_0, 512},
-		{ropeCase{6, 2, 128, 64, true, true, 1e6, 0.5}, quant.Q6_K, 256},
-		{ropeCase{8, 4, 8, 8, false, false, 10000, 1}, quant.F32, 64},
-		{ropeCase{4, 4, 64, 32, false, false, 500000, 1}, quant.Q4_K, 768},
-		{ropeCase{4, 1, 32, 32, true, false, 10000, 1}, quant.F16, 96},
+		{ropeCase{4, 2, 64, 64, false, false, 10000, 1}, quant.Q8_0, quant.Q8_0, 512},
+		{ropeCase{6, 2, 128, 64, true, true, 1e6, 0.5}, quant.Q6_K, quant.Q6_K, 256},
+		{ropeCase{8, 4, 8, 8, false, false, 10000, 1}, quant.F32, quant.F32, 64},
+		{ropeCase{4, 4, 64, 32, false, false, 500000, 1}, quant.Q4_K, quant.Q4_K, 768},
+		{ropeCase{4, 1, 32, 32, true, false, 10000, 1}, quant.F16, quant.F16, 96},
+		// mixed types: the GEMM runs per matrix at its row offset
+		{ropeCase{4, 2, 64, 64, false, false, 10000, 1}, quant.Q4_K, quant.Q6_K, 512},
+		// 1024 columns: the prefill GEMM splits K (few blocks), its epilogue runs after the splits
+		{ropeCase{4, 2, 64, 64, true, false, 10000, 1}, quant.Q8_0, quant.Q8_0, 1024},
 	}
 	for _, cs := range cases {
 		c := cs.rc
 		for _, n := range []int{0, 1, 21} { // 0: decode GEMV with the norm prologue
-			t.Run(fmt.Sprintf("%+v/%v/dim%d/n%d", c, cs.typ, cs.dim, n), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%+v/%v/%v/dim%d/n%d", c, cs.typ, cs.vtyp, cs.dim, n), func(t *testing.T) {
 				qd, kd := c.heads*c.hd, c.kv*c.hd
 				pq, err := RopePerm(c.heads, c.hd, c.rd, c.neox)
 				if err != nil {
@@ -497,25 +501,23 @@ func TestQKVFused(t *testing.T) {
 				}
 				Wq := uploadRandom(t, d, r, cs.typ, qd, cs.dim, pq)
 				Wk := uploadRandom(t, d, r, cs.typ, kd, cs.dim, pk)
-				Wv := uploadRandom(t, d, r, cs.typ, kd, cs.dim, nil)
+				Wv := uploadRandom(t, d, r, cs.vtyp, kd, cs.dim, nil)
 				ntok, pos0, maxCtx := max(n, 1), 13, 40
 				x := randn(r, ntok*cs.dim, 1)
 				nw := randn(r, cs.dim, 1)
 				e, freq := qkvEpilogue(t, d, r, c, ntok, pos0, maxCtx, 7)
 				Q, KC, VC := e.QOut, e.KCache, e.VCache
 				X := in(t, d, x)
-				model := gemmModel(cs.typ, cs.dim)
+				model, vmodel := gemmModel(cs.typ, cs.dim), gemmModel(cs.vtyp, cs.dim)
 				if n == 0 {
-					model = gemvModel(cs.typ)
+					model, vmodel = gemvModel(cs.typ), gemvModel(cs.vtyp)
 					if err := d.GemvFused([]*Matrix{Wq.M, Wk.M, Wv.M}, X, in(t, d, nw), eps, &e); err != nil {
 						t.Fatal(err)
 					}
 				} else {
-					for i, W := range []*testMat{Wq, Wk, Wv} {
-						e.ROff = []int{0, qd, qd + kd}[i]
-						if err := d.GemmFused([]*Matrix{W.M}, X, n, &e); err != nil {
-							t.Fatal(err)
-						}
+					// Q, K and V in one call: one GEMM over the concatenated rows when they share a type
+					if err := d.GemmFused([]*Matrix{Wq.M, Wk.M, Wv.M}, X, n, &e); err != nil {
+						t.Fatal(err)
 					}
 				}
 				var wq, wk, wv [][]float64
@@ -527,9 +529,9 @@ func TestQKVFused(t *testing.T) {
 					q, k := Wq.matvec(model, xa), Wk.matvec(model, xa)
 					ropeRef(q, c.heads, c, pos0+tk, freq)
 					ropeRef(k, c.kv, c, pos0+tk, freq)
-					wq, wk, wv = append(wq, q), append(wk, k), append(wv, Wv.matvec(model, xa))
+					wq, wk, wv = append(wq, q), append(wk, k), append(wv, Wv.matvec(vmodel, xa))
 				}
-				checkQKV(t, c, ntok, pos0, maxCtx, Q, KC, VC, wq, wk, wv, model.tol)
+				checkQKV(t, c, ntok, pos0, maxCtx, Q, KC, VC, wq, wk, wv, max(model.tol, vmodel.tol))
 			})
 		}
 	}
