@@ -1581,8 +1581,6 @@ __global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const
 		prefetch_row(L.a, L.ra, lane);
 		if (L.has1) prefetch_row(L.b, L.rb, lane);
 	}
-	// (launched with programmatic dependent launch: x and the epilogue's
-	// outputs belong to the predecessor until here)
 	// prologue: thread t quantizes blocks of 32 t, t + 256, ..., each from
 	// registers (quant32); the norm weights of its first block are weights
 	// too, loaded before the wait. The version before it took 8 lanes per
@@ -1598,6 +1596,8 @@ __global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const
 #pragma unroll
 		for (int i = 0; i < 8; i++) wr[i] = __ldg((const float4 *)normw + 8 * b0 + i);
 	}
+	// (launched with programmatic dependent launch: x and the epilogue's
+	// outputs belong to the predecessor until here)
 	pdl_trigger();
 	pdl_wait();
 
