@@ -80,13 +80,35 @@ if has parity; then
 	done
 fi
 
+clocks() { # csv of "sm MHz, mem MHz, utilization %" samples: the clocks while the GPU was busy
+	python3 - "$1" <<'PY'
+import statistics, sys
+busy = []
+for line in open(sys.argv[1]):
+    f = [x.strip() for x in line.split(",")]
+    if len(f) == 3 and all(x.isdigit() for x in f) and int(f[2]) >= 50:
+        busy.append((int(f[0]), int(f[1])))
+if not busy:
+    print("clocks under load: no busy samples")
+else:
+    sm = [b[0] for b in busy]
+    print(f"clocks under load ({len(busy)} samples at >= 50% utilization): SM median {statistics.median(sm):.0f} MHz "
+          f"(min {min(sm)}, max {max(sm)}), memory median {statistics.median(b[1] for b in busy):.0f} MHz")
+PY
+}
+
 if has bench; then
 	for m in ${BENCH_MODELS:-tinyllama-q8_0 tinyllama-q4_k_m}; do
 		model $m
 		log "bench $m"
-		nvidia-smi --query-gpu=clocks.sm,clocks.mem --format=csv,noheader
+		# the clocks while it runs (a reading before it starts sees an idle GPU)
+		nvidia-smi --query-gpu=clocks.sm,clocks.mem,utilization.gpu --format=csv,noheader,nounits -lms 250 > "/tmp/clocks-$m.csv" 2>/dev/null &
+		smi=$!
 		"$SI" bench --device cuda $K --model "$MODELS/$m.gguf" --ctx ${BENCH_CTX:-128,4096} --tokens ${BENCH_TOKENS:-128} --runs 5 --prefill 512 --json > "$OUT/bench-$m.json" 2> "$OUT/bench-$m.err"
-		echo "exit $?"; rm -f "$OUT/bench-$m.err"; python3 - "$OUT/bench-$m.json" <<'PY'
+		echo "exit $?"; rm -f "$OUT/bench-$m.err"
+		kill $smi 2>/dev/null; wait $smi 2>/dev/null
+		clocks "/tmp/clocks-$m.csv"
+		python3 - "$OUT/bench-$m.json" <<'PY'
 import json,sys
 r=json.load(open(sys.argv[1]))
 g=r.get("gpu",{})
