@@ -997,15 +997,21 @@ __global__ void k_attn_combine(const float *part, float *out, int n_head, int hd
 	}
 }
 
-static int reserve_scratch(sk_ctx *ctx, size_t bytes) {
-	if (ctx->scratch_bytes >= bytes) return SK_OK;
-	if (ctx->scratch) cudaFree(ctx->scratch);
-	ctx->scratch = nullptr;
-	ctx->scratch_bytes = 0;
-	cudaError_t e = cudaMalloc((void **)&ctx->scratch, bytes);
-	if (e != cudaSuccess) return fail(ctx, SK_E_NOMEM, "attention scratch (%zu bytes): %s", bytes, cudaGetErrorString(e));
-	ctx->scratch_bytes = bytes;
+// Grow a context buffer to at least bytes (never under graph capture: the
+// buffers belong to the op-level and prefill paths).
+static int reserve(sk_ctx *ctx, void **buf, size_t *have, size_t bytes, const char *what) {
+	if (*have >= bytes) return SK_OK;
+	if (*buf) CK(ctx, cudaFree(*buf));
+	*buf = nullptr;
+	*have = 0;
+	const cudaError_t e = cudaMalloc(buf, bytes);
+	if (e != cudaSuccess) return fail(ctx, SK_E_NOMEM, "%s (%zu bytes): %s", what, bytes, cudaGetErrorString(e));
+	*have = bytes;
 	return SK_OK;
+}
+
+static int reserve_scratch(sk_ctx *ctx, size_t bytes) {
+	return reserve(ctx, (void **)&ctx->scratch, &ctx->scratch_bytes, bytes, "attention scratch");
 }
 
 static int attention(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int ntok,
@@ -1056,8 +1062,8 @@ struct EpiDev {
 	float *q_out;
 	__half *kc, *vc;
 	int n_head, n_kv, hd, rd, max_ctx, neox;
-	float base, fscale;
-	double lbase;  // log2(base), for exp2 in place of pow
+	float fscale;
+	double lbase;  // log2 of the frequency base, for exp2 in place of pow
 	const float *freq;
 	const int32_t *pos0;
 };
@@ -1077,7 +1083,6 @@ static EpiDev epidev(const sk_epilogue *e) {
 	d.rd = e->rope_dim;
 	d.max_ctx = e->max_ctx;
 	d.neox = e->neox;
-	d.base = e->freq_base;
 	d.fscale = e->freq_scale;
 	d.lbase = log2((double)e->freq_base);
 	d.freq = e->freq;
@@ -2184,30 +2189,18 @@ static int gemm_mma_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, int
 	splits = (nk + kt_per - 1) / kt_per;
 	float *part = nullptr;
 	if (splits > 1) {
-		const size_t bytes = (size_t)splits * n * nrows * sizeof(float);
-		if (ctx->kpart_bytes < bytes) {
-			if (ctx->kpart) CK(ctx, cudaFree(ctx->kpart));
-			ctx->kpart = nullptr;
-			ctx->kpart_bytes = 0;
-			const cudaError_t err = cudaMalloc((void **)&ctx->kpart, bytes);
-			if (err != cudaSuccess) return fail(ctx, SK_E_NOMEM, "gemm split-K partials: %s", cudaGetErrorString(err));
-			ctx->kpart_bytes = bytes;
-		}
+		const int rc = reserve(ctx, (void **)&ctx->kpart, &ctx->kpart_bytes, (size_t)splits * n * nrows * sizeof(float),
+		                       "gemm split-K partials");
+		if (rc != SK_OK) return rc;
 		part = ctx->kpart;
 		grid.z = splits;
 	}
 	// X to f16 once: every 128-row block reads the A tiles (half the bytes of
 	// f32, no conversion in the k loop); X is n x K, K a multiple of MM_BK
 	{
-		const size_t elems = (size_t)n * W[0]->cols, bytes = elems * sizeof(__half);
-		if (ctx->xh_bytes < bytes) {
-			if (ctx->xh) CK(ctx, cudaFree(ctx->xh));
-			ctx->xh = nullptr;
-			ctx->xh_bytes = 0;
-			const cudaError_t err = cudaMalloc((void **)&ctx->xh, bytes);
-			if (err != cudaSuccess) return fail(ctx, SK_E_NOMEM, "gemm f16 activations: %s", cudaGetErrorString(err));
-			ctx->xh_bytes = bytes;
-		}
+		const size_t elems = (size_t)n * W[0]->cols;
+		const int rc = reserve(ctx, (void **)&ctx->xh, &ctx->xh_bytes, elems * sizeof(__half), "gemm f16 activations");
+		if (rc != SK_OK) return rc;
 		const size_t n8 = elems / 8;
 		k_to_f16<<<(unsigned)((n8 + 255) / 256), 256, 0, s>>>(X, ctx->xh, n8);
 		CKLAUNCH(ctx);
@@ -2309,14 +2302,7 @@ extern "C" int sk_gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, c
 }
 
 static int reserve_tmp(sk_ctx *ctx, size_t bytes) {
-	if (ctx->tmp_bytes >= bytes) return SK_OK;
-	if (ctx->tmp) CK(ctx, cudaFree(ctx->tmp));
-	ctx->tmp = nullptr;
-	ctx->tmp_bytes = 0;
-	cudaError_t e = cudaMalloc((void **)&ctx->tmp, bytes);
-	if (e != cudaSuccess) return fail(ctx, SK_E_NOMEM, "op scratch (%zu bytes): %s", bytes, cudaGetErrorString(e));
-	ctx->tmp_bytes = bytes;
-	return SK_OK;
+	return reserve(ctx, (void **)&ctx->tmp, &ctx->tmp_bytes, bytes, "op scratch");
 }
 
 // ---------------------------------------------------------------- decode attention v2

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparkinfer/cc/attest/check"
 	"github.com/sparkinfer/cc/attest/sim"
+	"github.com/sparkinfer/cc/internal/fuzzseed"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata")
@@ -65,18 +66,7 @@ func TestGoldenAndRoundTrip(t *testing.T) {
 }
 
 func FuzzParseSim(f *testing.F) {
-	n := 0
-	for _, name := range []string{"testdata/quote.bin", "testdata/gpu-report.bin"} {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-		n++
-	}
-	if n == 0 {
-		f.Fatal("no seeds")
-	}
+	fuzzseed.Files(f, "testdata/quote.bin", "testdata/gpu-report.bin")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, err := range []error{
 			func() error { _, err := sim.VerifyQuote(b, sim.PublicRoot()); return err }(),
