@@ -43,6 +43,9 @@ type GPUInfo struct {
 	CopyGBs           float64 `json:"copy_gb_s"` // measured device-to-device copy, bytes read + written
 	Driver            int     `json:"driver_version"`
 	KernelsDigest     string  `json:"kernels_digest"`
+	// DecodeStep is how the decode steps ran: "persistent" (one cooperative
+	// kernel per token) or "per-op" (one kernel per operation).
+	DecodeStep string `json:"decode_step,omitempty"`
 }
 
 // BenchResult is the outcome of Bench.
@@ -179,6 +182,12 @@ func (e *Engine) Bench(cfg BenchConfig, progress func(string)) (*BenchResult, er
 			p.RooflinePct = 100 * p.WeightGBs / r.GPU.CopyGBs
 		}
 		r.Decode = append(r.Decode, p)
+	}
+	if gb, ok := e.Backend.(*cuda.Backend); ok && len(r.Decode) > 0 {
+		r.GPU.DecodeStep = "per-op"
+		if gb.Persistent() {
+			r.GPU.DecodeStep = "persistent"
+		}
 	}
 	return r, nil
 }

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define SK_ABI_VERSION 2
+#define SK_ABI_VERSION 3
 
 #define SK_OK 0
 #define SK_E_CUDA (-1)     /* a CUDA call failed; see sk_error */
@@ -251,6 +251,13 @@ typedef struct {
 int sk_model_create(sk_ctx *ctx, const sk_model_config *cfg, sk_model **out);
 /* The variant a model runs. */
 int sk_model_variant(const sk_model *m);
+/* 1 when the model's decode steps run as one persistent (cooperative) kernel
+ * per step, 0 when as one kernel per op; known after the first decode. The
+ * persistent step is used where it applies (variant 2, no qk-norm, head_dim
+ * <= 128, cooperative launch supported) when SPARKINFER_PERSISTENT=1 was set
+ * when the model was created (it is slower on the H200 so far: opt-in); its
+ * logits are bit-identical to the other's. */
+int sk_model_persistent(const sk_model *m);
 void sk_model_free(sk_model *m);
 /* layer is ignored for the global tensors (embd, output norm, output). Norm
  * weights are F32 vectors (rows = 1). */

@@ -71,8 +71,12 @@ func cmdBench(args []string, env cli.Env) (int, error) {
 	fmt.Fprintf(w, "model:   %s (%s)\ndevice:  %s\ncpu:     %s, %d logical cores\nweights: %.1f MB read per decoded token\ndate:    %s\n\n",
 		r.Model, r.Arch, r.Device, r.CPU, r.Cores, float64(r.WeightBytesPerToken)/1e6, r.Date)
 	if g := r.GPU; g != nil {
-		fmt.Fprintf(w, "gpu:     %s (sm_%s, %d SMs), max SM clock %d MHz, memory clock %d MHz, driver %d\ncopy:    %.0f GB/s measured (device-to-device, read + write)\nkernels: %s\n\n",
+		fmt.Fprintf(w, "gpu:     %s (sm_%s, %d SMs), max SM clock %d MHz, memory clock %d MHz, driver %d\ncopy:    %.0f GB/s measured (device-to-device, read + write)\nkernels: %s\n",
 			g.Name, g.ComputeCapability, g.SMs, g.MaxSMClockMHz, g.MemClockMHz, g.Driver, g.CopyGBs, g.KernelsDigest)
+		if g.DecodeStep != "" {
+			fmt.Fprintf(w, "decode:  %s step\n", g.DecodeStep)
+		}
+		fmt.Fprintln(w)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "phase\tcontext\ttokens\truns\tmedian tok/s\tweights GB/s\t%% roofline\t\n")

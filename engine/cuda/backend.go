@@ -167,6 +167,14 @@ func (b *Backend) WeightBytes() int64 {
 	return int64(C.w_model_weight_bytes(b.sm))
 }
 
+// Persistent reports whether decode steps run as one persistent kernel per
+// step (see sk_model_persistent); it is known after the first decode step.
+func (b *Backend) Persistent() bool {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	return b.sm != nil && C.w_model_persistent(b.sm) == 1
+}
+
 // Close frees the device memory (and the device, for OpenBackend).
 func (b *Backend) Close() error {
 	b.d.mu.Lock()

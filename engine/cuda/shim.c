@@ -45,6 +45,7 @@ static struct {
 	int (*qkv_post)(sk_ctx *, const float *, int, const float *, const float *, float, const sk_epilogue *);
 	int (*attention)(sk_ctx *, const float *, const uint16_t *, const uint16_t *, float *, int, int, int, int, int, const int32_t *);
 	int (*model_variant)(const sk_model *);
+	int (*model_persistent)(const sk_model *);
 } skf;
 
 int sk_load(const char *path, char *err, size_t errlen) {
@@ -96,6 +97,7 @@ int sk_load(const char *path, char *err, size_t errlen) {
 	SKL(qkv_post, "sk_qkv_post");
 	SKL(attention, "sk_attention");
 	SKL(model_variant, "sk_model_variant");
+	SKL(model_persistent, "sk_model_persistent");
 #undef SKL
 	return skf.abi_version();
 }
@@ -138,3 +140,4 @@ int w_gemm_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x,
 int w_qkv_post(sk_ctx *c, const float *qkv, int n, const float *qn, const float *kn, float eps, const sk_epilogue *e) { return skf.qkv_post(c, qkv, n, qn, kn, eps, e); }
 int w_attention(sk_ctx *c, const float *q, const uint16_t *k, const uint16_t *v, float *o, int nt, int nh, int nkv, int hd, int mc, const int32_t *p) { return skf.attention(c, q, k, v, o, nt, nh, nkv, hd, mc, p); }
 int w_model_variant(const sk_model *m) { return skf.model_variant(m); }
+int w_model_persistent(const sk_model *m) { return skf.model_persistent(m); }

@@ -42,5 +42,6 @@ int w_gemm_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x,
 int w_qkv_post(sk_ctx *c, const float *qkv, int n, const float *qn, const float *kn, float eps, const sk_epilogue *e);
 int w_attention(sk_ctx *c, const float *q, const uint16_t *k, const uint16_t *v, float *o, int nt, int nh, int nkv, int hd, int mc, const int32_t *p);
 int w_model_variant(const sk_model *m);
+int w_model_persistent(const sk_model *m);
 
 #endif

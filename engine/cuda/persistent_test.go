@@ -1,0 +1,113 @@
+package cuda
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/sparkinfer/cc/engine/gguf"
+	"github.com/sparkinfer/cc/engine/model"
+	"github.com/sparkinfer/cc/engine/synth"
+)
+
+// TestDecodePersistent runs the same prompt and greedy continuation through
+// the persistent decode step (one cooperative kernel per token) and the
+// kernel-per-op step, on synthetic models of both attention head sizes the
+// persistent kernel is built for and of uniform (Q8_0) and mixed (Q4_K_M:
+// Q4_K with Q6_K) weights. The two run the same device functions in the
+// same order for every output element, so their logits must be bit-identical
+// at every step; the contexts cross several attention splits.
+func TestDecodePersistent(t *testing.T) {
+	d := testDevice(t)
+	prev := d.Variant()
+	defer d.SetVariant(prev)
+	if err := d.SetVariant(2); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		typ   string
+		shape synth.Shape
+	}{
+		// head_dim 32 (one 64-wide slot), 4 heads per kv head
+		{"Q8_0", synth.Shape{Dim: 256, Layers: 3, FFN: 768, Heads: 8, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		// head_dim 128, 2 heads per kv head, mixed Q4_K / Q6_K weights
+		{"Q4_K_M", synth.Shape{Dim: 512, Layers: 2, FFN: 1280, Heads: 4, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		// head_dim 64 without GQA, odd FFN row count per pair layout
+		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 4, Vocab: 777, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/dim%d/h%d/kv%d", c.typ, c.shape.Dim, c.shape.Heads, c.shape.KVHeads), func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := synth.Write(&buf, synth.Options{Arch: "llama", Shape: c.shape, Type: c.typ, Seed: 11}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Parse(buf.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := make([]int, 300)
+			for i := range prompt {
+				prompt[i] = (i*37 + 5) % c.shape.Vocab
+			}
+			const steps = 40
+			run := func(persistent bool) ([][]float32, bool) {
+				t.Setenv("SPARKINFER_PERSISTENT", map[bool]string{false: "0", true: "1"}[persistent])
+				b, err := NewBackend(d, m, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				seq, err := b.NewSequence(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lg, err := seq.Forward(prompt, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out [][]float32
+				for i := 0; i < steps; i++ {
+					tok := argmax(lg)
+					if lg, err = seq.Forward([]int{tok}, false); err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, append([]float32(nil), lg...))
+				}
+				return out, b.Persistent()
+			}
+			ref, usedRef := run(false)
+			got, used := run(true)
+			if usedRef {
+				t.Fatal("SPARKINFER_PERSISTENT=0: the persistent step ran anyway")
+			}
+			if !used {
+				t.Fatal("the persistent step did not run (cooperative launch unavailable?)")
+			}
+			for i := range ref {
+				for j := range ref[i] {
+					if v := got[i][j]; math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("step %d logit %d: %v", i, j, v)
+					}
+					if math.Float32bits(got[i][j]) != math.Float32bits(ref[i][j]) {
+						t.Fatalf("step %d logit %d: persistent %v, per-op %v", i, j, got[i][j], ref[i][j])
+					}
+				}
+			}
+		})
+	}
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
