@@ -1808,6 +1808,35 @@ static cudaError_t gemv2_set_smem(sk_ctx *ctx, int smem) {
 	return cudaSuccess;
 }
 
+// The rows of nmat matrices (validated by the caller) as k_gemv2 sees them,
+// and whether any is quantized (need_q) or float (need_f).
+static Mats g2_mats(int nmat, const sk_matrix *const *W, bool swiglu, int *need_q, int *need_f) {
+	Mats ms;
+	memset(&ms, 0, sizeof ms);
+	ms.nmat = nmat;
+	ms.swiglu = swiglu;
+	int total = 0;
+	*need_q = *need_f = 0;
+	for (int i = 0; i < nmat; i++) {
+		ms.m[i] = matdev(W[i]);
+		ms.type[i] = W[i]->type;
+		total += W[i]->rows;
+		ms.end[i] = total;
+		if (is_quant(W[i]->type)) *need_q = 1;
+		else *need_f = 1;
+	}
+	return ms;
+}
+
+// k_gemv2's dynamic shared memory for cols activations (see its layout).
+static size_t g2_prologue_bytes(int cols, int need_q, int need_f) {
+	const size_t c = (size_t)cols;
+	size_t b = 0;
+	if (need_q) b += 2 * ((c + 15) & ~(size_t)15) + 3 * (((c / 32) * 4 + 15) & ~(size_t)15);
+	if (need_f) b += c * 4;
+	return b;
+}
+
 static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int rows0) {
 	if (!e) return fail(ctx, SK_E_ARG, "fused op: null epilogue");
 	switch (e->mode) {
@@ -1835,32 +1864,23 @@ static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int 
 static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *x, const float *normw,
                         float eps, const sk_epilogue *epi, int t0) {
 	if (nmat < 1 || nmat > G2_MAXMAT || !W || !x) return fail(ctx, SK_E_ARG, "sk_gemv_fused: bad arguments");
-	Mats ms;
-	memset(&ms, 0, sizeof ms);
-	ms.nmat = nmat;
-	int need_q = 0, need_f = 0, total = 0, uniform = W[0] ? W[0]->type : -1;
+	int uniform = W[0] ? W[0]->type : -1;
 	for (int i = 0; i < nmat; i++) {
 		if (!W[i]) return fail(ctx, SK_E_ARG, "sk_gemv_fused: null matrix %d", i);
 		if (W[i]->cols != W[0]->cols) return fail(ctx, SK_E_ARG, "sk_gemv_fused: matrices differ in cols");
 		if (epi && epi->mode != SK_EPI_SWIGLU && i + 1 < nmat && (W[i]->rows & 1))
 			return fail(ctx, SK_E_ARG, "sk_gemv_fused: a matrix before the last has odd rows");
-		ms.m[i] = matdev(W[i]);
-		ms.type[i] = W[i]->type;
 		if (W[i]->type != uniform) uniform = -1;
-		total += W[i]->rows;
-		ms.end[i] = total;
-		if (is_quant(W[i]->type)) need_q = 1;
-		else need_f = 1;
 	}
 	if (epi && epi->mode == SK_EPI_SWIGLU && (nmat != 2 || W[0]->rows != W[1]->rows))
 		return fail(ctx, SK_E_ARG, "sk_gemv_fused: swiglu needs two matrices of equal rows");
-	ms.swiglu = epi && epi->mode == SK_EPI_SWIGLU;
+	int need_q, need_f;
+	const Mats ms = g2_mats(nmat, W, epi && epi->mode == SK_EPI_SWIGLU, &need_q, &need_f);
+	const int total = ms.end[nmat - 1];
 	int rc = check_epi(ctx, epi, ms.swiglu ? W[0]->rows : total, nmat, W[0]->rows);
 	if (rc != SK_OK) return rc;
 	const int cols = W[0]->cols;
-	size_t smem = 0;
-	if (need_q) smem += 2 * (((size_t)cols + 15) & ~(size_t)15) + 3 * ((((size_t)cols / 32) * 4 + 15) & ~(size_t)15);
-	if (need_f) smem += (size_t)cols * 4;
+	const size_t smem = g2_prologue_bytes(cols, need_q, need_f);
 	if (smem > 48 * 1024 && (int)smem > ctx->g2_smem) {
 		if (smem > 200 * 1024) return fail(ctx, SK_E_UNSUPPORTED, "sk_gemv_fused: %d cols too long", cols);
 		CK(ctx, gemv2_set_smem(ctx, (int)smem));
@@ -3315,7 +3335,7 @@ struct sk_model {
 	// SPARKINFER_PERSISTENT=1 at creation; pers once set up for this model
 	bool pers_allowed, pers;
 	PLayer *d_pl;
-	PStep ps, *d_ps;
+	PStep *d_ps;
 	persist_fn pfn;
 	int pgrid;
 	size_t psmem;
@@ -3528,32 +3548,36 @@ extern "C" int sk_model_set(sk_model *m, int slot, int layer, int type, const vo
 
 // ---------------------------------------------------------------- persistent decode step (host)
 
+// The model's Q/K/V epilogue (RoPE, q out, the KV store at *d_pos); the
+// caller sets the layer's caches.
+static sk_epilogue qkv_epi(const sk_model *m) {
+	const sk_model_config &c = m->cfg;
+	sk_epilogue e;
+	memset(&e, 0, sizeof e);
+	e.mode = SK_EPI_QKV;
+	e.q_out = m->q;
+	e.n_head = c.n_head;
+	e.n_kv_head = c.n_kv_head;
+	e.head_dim = c.head_dim;
+	e.rope_dim = c.rope_dim;
+	e.max_ctx = c.max_ctx;
+	e.neox = c.neox;
+	e.freq_base = c.freq_base;
+	e.freq_scale = c.freq_scale;
+	e.freq = m->rope_freq;
+	e.pos0 = m->d_pos;
+	return e;
+}
+
 static const persist_fn persist_kernels[2][2] = {
 	{k_decode_persistent<-1, 1>, k_decode_persistent<-1, 2>},
 	{k_decode_persistent<SK_Q8_0, 1>, k_decode_persistent<SK_Q8_0, 2>},
 };
 
-// The Mats of a phase and its prologue's shared memory (as gemv2_launch).
+// The Mats of a phase (as gemv2_launch), raising smem to its prologue's.
 static Mats persist_mats(int nmat, const sk_matrix *const *W, bool swiglu, int *nq, int *nf, size_t *smem) {
-	Mats ms;
-	memset(&ms, 0, sizeof ms);
-	ms.nmat = nmat;
-	ms.swiglu = swiglu;
-	int total = 0;
-	*nq = *nf = 0;
-	for (int i = 0; i < nmat; i++) {
-		ms.m[i] = matdev(W[i]);
-		ms.type[i] = W[i]->type;
-		total += W[i]->rows;
-		ms.end[i] = total;
-		if (is_quant(W[i]->type)) *nq = 1;
-		else *nf = 1;
-	}
-	const size_t cols = (size_t)W[0]->cols;
-	size_t b = 0;
-	if (*nq) b += 2 * ((cols + 15) & ~(size_t)15) + 3 * (((cols / 32) * 4 + 15) & ~(size_t)15);
-	if (*nf) b += cols * 4;
-	*smem = std::max(*smem, b);
+	const Mats ms = g2_mats(nmat, W, swiglu, nq, nf);
+	*smem = std::max(*smem, g2_prologue_bytes(W[0]->cols, *nq, *nf));
 	return ms;
 }
 
@@ -3575,20 +3599,7 @@ static int persist_setup(sk_model *m) {
 	int uniform = out->type;
 	std::vector<PLayer> pl(c.n_layer);
 	size_t smem = 0;
-	sk_epilogue qkv;
-	memset(&qkv, 0, sizeof qkv);
-	qkv.mode = SK_EPI_QKV;
-	qkv.q_out = m->q;
-	qkv.n_head = c.n_head;
-	qkv.n_kv_head = c.n_kv_head;
-	qkv.head_dim = c.head_dim;
-	qkv.rope_dim = c.rope_dim;
-	qkv.max_ctx = c.max_ctx;
-	qkv.neox = c.neox;
-	qkv.freq_base = c.freq_base;
-	qkv.freq_scale = c.freq_scale;
-	qkv.freq = m->rope_freq;
-	qkv.pos0 = m->d_pos;
+	sk_epilogue qkv = qkv_epi(m);
 	for (int l = 0; l < c.n_layer; l++) {
 		Layer &L = m->layers[l];
 		PLayer &P = pl[l];
@@ -3608,7 +3619,7 @@ static int persist_setup(sk_model *m) {
 		P.kc = L.kc;
 		P.vc = L.vc;
 	}
-	PStep &S = m->ps;
+	PStep S;
 	memset(&S, 0, sizeof S);
 	S.out = persist_mats(1, &out, false, &S.out_q, &S.out_f, &smem);
 	const sk_epilogue acc = plain_epi(m->x, c.dim, 1), lo = plain_epi(m->logits, c.vocab, 0);
@@ -3758,20 +3769,7 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 	}
 	int rc = sk_get_rows(ctx, m->embd, m->d_tok, m->x, n);
 	prof_mark(m, dec ? "get_rows" : "p.get_rows");
-	sk_epilogue qkv;
-	memset(&qkv, 0, sizeof qkv);
-	qkv.mode = SK_EPI_QKV;
-	qkv.q_out = m->q;
-	qkv.n_head = c.n_head;
-	qkv.n_kv_head = c.n_kv_head;
-	qkv.head_dim = c.head_dim;
-	qkv.rope_dim = c.rope_dim;
-	qkv.max_ctx = c.max_ctx;
-	qkv.neox = c.neox;
-	qkv.freq_base = c.freq_base;
-	qkv.freq_scale = c.freq_scale;
-	qkv.freq = m->rope_freq;
-	qkv.pos0 = m->d_pos;
+	sk_epilogue qkv = qkv_epi(m);
 	sk_epilogue acc = plain_epi(m->x, c.dim, 1);
 	sk_epilogue sw = plain_epi(m->g, c.ffn, 0);
 	sw.mode = SK_EPI_SWIGLU;

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sparkinfer/cc/engine/gguf"
 	"github.com/sparkinfer/cc/engine/model"
+	"github.com/sparkinfer/cc/engine/parity"
 	"github.com/sparkinfer/cc/engine/synth"
 )
 
@@ -72,7 +73,7 @@ func TestDecodePersistent(t *testing.T) {
 				}
 				var out [][]float32
 				for i := 0; i < steps; i++ {
-					tok := argmax(lg)
+					tok := parity.Argmax(lg)
 					if lg, err = seq.Forward([]int{tok}, false); err != nil {
 						t.Fatal(err)
 					}
@@ -100,14 +101,4 @@ func TestDecodePersistent(t *testing.T) {
 			}
 		})
 	}
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
