@@ -1171,10 +1171,54 @@ __device__ __forceinline__ void epi_pair(const EpiDev &e, int t, int r, float v0
 	c[b] = __float2half(v1);
 }
 
+// ---------------------------------------------------------------- trace (development)
+
+// -DSK_TRACE=1: every block of the decode GEMVs and of the decode attention
+// records when it started and ended (%globaltimer, ns) and its phases
+// (clock64 cycles: start to the programmatic-launch wait's end, to the end
+// of the prologue, to the end); sk_model_free writes the records as CSV to
+// $SK_TRACE_OUT. A measurement aid only: the records cost a barrier and an
+// atomic per block.
+#ifndef SK_TRACE
+#define SK_TRACE 0
+#endif
+#if SK_TRACE
+struct TraceRec {
+	unsigned long long g0, g1;
+	long long c1, c2, c3;
+	int tag, grid, block, cols, rows, sm;
+};
+#define SK_TRACE_N (1 << 18)
+__device__ TraceRec sk_trace[SK_TRACE_N];
+__device__ unsigned int sk_trace_n;
+__device__ __forceinline__ unsigned long long gtimer() {
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+__device__ __forceinline__ void trace_rec(unsigned long long g0, long long k0, long long k1, long long k2, int tag,
+                                          int grid, int block, int cols, int rows) {
+	__syncthreads();
+	if (threadIdx.x) return;
+	const long long k3 = clock64();
+	const unsigned int i = atomicAdd(&sk_trace_n, 1u);
+	if (i >= SK_TRACE_N) return;
+	unsigned int sm;
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+	sk_trace[i] = TraceRec{g0, gtimer(), k1 - k0, k2 - k1, k3 - k2, tag, grid, block, cols, rows, (int)sm};
+}
+#define TRACE_START() const unsigned long long tr_g0 = gtimer(); const long long tr_k0 = clock64(); long long tr_k1 = tr_k0, tr_k2 = tr_k0
+#define TRACE_MARK(v) v = clock64()
+#else
+#define TRACE_START()
+#define TRACE_MARK(v)
+#endif
+
 // ---------------------------------------------------------------- fused GEMV
 
 #define G2_WARPS 8
 #define G2_MAXMAT 3
+#define G2_Q4K_Q6K 100  // k_gemv2's T for Q4_K matrices followed by one Q6_K matrix
 #ifndef G2_MINB
 #define G2_MINB 2  // blocks per SM the register budget allows (3: no faster on the H200)
 #endif
@@ -1192,10 +1236,12 @@ struct Mats {
 // round(v/d1), d1 = amax/127, and q2 quantizes the residual v - d1*q1 with
 // d2 = amax(residual)/127 (about 1/250 of the error of one level: top-1
 // agreement with float activations on flat random-weight logits), plus the
-// float sum of each block (Q4_K's min term). Float matrices read f.
+// float sum of each block (Q4_K's min term) and the integer sums of q1 and
+// q2 over each half block (Q6_K's offset). Float matrices read f.
 struct Xs {
 	const int8_t *q, *q2;
 	const float *d, *d2, *s;
+	const int2 *s16;  // per 16 activations: the sums of q1 and of q2 (Q6_K's offset of 32)
 	const float *f;
 };
 
@@ -1252,68 +1298,83 @@ __device__ __forceinline__ void dot2_q8_0(const MatDev &a, int ra, const MatDev 
 	sb = s1;
 }
 
-// Q4_K: 8 lanes per super-block; lane (g, h) covers 16 bytes of qs (16 low
-// and 16 high nibbles: elements g*64 + h*16 + [0,16) and +32). The block's
-// 16-byte header {d, dmin, scales[12]} is one load.
-__device__ __forceinline__ float q4k_part(const uint4 hd, const uint4 qv, int g, int h, const int4 xl,
-                                          const int4 xh, const int4 rl, const int4 rh, const Xs &x, int bl,
-                                          int bh) {
-	// scales and mins of sub-blocks j = 2g and 2g+1 (ggml's get_scale_min_k4)
-	int sc[2], mn[2];
-#pragma unroll
-	for (int t = 0; t < 2; t++) {
-		const int j = 2 * g + t, sh = 8 * (j & 3);
-		const int by = (hd.y >> sh) & 0xFF, bz = (hd.z >> sh) & 0xFF, bw = (hd.w >> sh) & 0xFF;
-		// both forms, then a select (no divergent branch)
-		const int slo = by & 63, mlo = bz & 63;
-		const int shi = (bw & 0xF) | ((by >> 6) << 4), mhi = (bw >> 4) | ((bz >> 6) << 4);
-		sc[t] = j < 4 ? slo : shi;
-		mn[t] = j < 4 ? mlo : mhi;
-	}
-	const int4 lo = make_int4((int)qv.x & 0x0F0F0F0F, (int)qv.y & 0x0F0F0F0F, (int)qv.z & 0x0F0F0F0F,
-	                          (int)qv.w & 0x0F0F0F0F);
-	const int4 hi = make_int4(((int)qv.x >> 4) & 0x0F0F0F0F, ((int)qv.y >> 4) & 0x0F0F0F0F,
-	                          ((int)qv.z >> 4) & 0x0F0F0F0F, ((int)qv.w >> 4) & 0x0F0F0F0F);
+// Q4_K: 4 lanes per super-block; lane g covers the 32 bytes of qs of
+// sub-blocks 2g and 2g+1 (low nibbles: elements g*64 + [0,32), high
+// nibbles: g*64 + 32 + [0,32)), so it decodes one scale/min pair per 64
+// weights. The block's 16-byte header {d, dmin, scales[12]} is one load.
+// Scales and mins of sub-blocks 2g, 2g+1 (ggml's get_scale_min_k4), as
+// two bytes each: bytes j < 4 of scales[] hold 6-bit scales (mins in bytes
+// 4-7); sub-blocks 4-7 take 4 bits from bytes 8-11 and their top 2 from the
+// top of bytes 0-3 (scales) or 4-7 (mins). g is fixed per lane, so both
+// forms are computed and one selected (no divergent branch).
+__device__ __forceinline__ void q4k_scales(const uint4 hd, int g, int &sc0, int &sc1, int &mn0, int &mn1) {
+	const int sh = (g & 1) * 16;
+	const uint32_t y = hd.y >> sh, z = hd.z >> sh, w = hd.w >> sh;
+	const uint32_t sc = g < 2 ? (y & 0x3F3Fu) : ((w & 0x0F0Fu) | ((y >> 2) & 0x3030u));
+	const uint32_t mn = g < 2 ? (z & 0x3F3Fu) : (((w >> 4) & 0x0F0Fu) | ((z >> 2) & 0x3030u));
+	sc0 = sc & 0xFF;
+	sc1 = sc >> 8;
+	mn0 = mn & 0xFF;
+	mn1 = mn >> 8;
+}
+
+__device__ __forceinline__ float q4k_part(const uint4 hd, const uint4 q0, const uint4 q1, int g, const int4 xl0,
+                                          const int4 xl1, const int4 xh0, const int4 xh1, const int4 rl0,
+                                          const int4 rl1, const int4 rh0, const int4 rh1, float dl, float dh,
+                                          float d2l, float d2h, float sl, float sh) {
+	int sc0, sc1, mn0, mn1;
+	q4k_scales(hd, g, sc0, sc1, mn0, mn1);
+	const uint32_t m = 0x0F0F0F0Fu;
+	const int4 lo0 = make_int4(q0.x & m, q0.y & m, q0.z & m, q0.w & m);
+	const int4 lo1 = make_int4(q1.x & m, q1.y & m, q1.z & m, q1.w & m);
+	const int4 hi0 = make_int4((q0.x >> 4) & m, (q0.y >> 4) & m, (q0.z >> 4) & m, (q0.w >> 4) & m);
+	const int4 hi1 = make_int4((q1.x >> 4) & m, (q1.y >> 4) & m, (q1.z >> 4) & m, (q1.w >> 4) & m);
+	const int ql = dp4x4(lo1, xl1) + dp4x4(lo0, xl0), qh = dp4x4(hi1, xh1) + dp4x4(hi0, xh0);
+	const int el = dp4x4(lo1, rl1) + dp4x4(lo0, rl0), eh = dp4x4(hi1, rh1) + dp4x4(hi0, rh0);
 	const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFF)));
 	const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
-	float s = d * ((float)sc[0] * (x.d[bl] * (float)dp4x4(lo, xl) + x.d2[bl] * (float)dp4x4(lo, rl)) +
-	               (float)sc[1] * (x.d[bh] * (float)dp4x4(hi, xh) + x.d2[bh] * (float)dp4x4(hi, rh)));
-	// the min term over the whole block of 32, once per lane pair
-	if (h == 0) s -= dmin * ((float)mn[0] * x.s[bl] + (float)mn[1] * x.s[bh]);
-	return s;
+	const float s = (float)sc0 * (dl * (float)ql + d2l * (float)el) + (float)sc1 * (dh * (float)qh + d2h * (float)eh);
+	return d * s - dmin * ((float)mn0 * sl + (float)mn1 * sh);
 }
 
 // Super-blocks go in groups of Q4_U per lane, loads first (see Q8_U).
 #ifndef Q4_U
-#define Q4_U 4
+#define Q4_U 2
 #endif
 __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev &b, int rb, const Xs &x, int lane,
                                           float &sa, float &sb) {
 	const int nsb = a.cols / 256;
 	const uint8_t *pa = (const uint8_t *)a.q + (size_t)ra * a.row_bytes;
 	const uint8_t *pb = (const uint8_t *)b.q + (size_t)rb * b.row_bytes;
-	const int l8 = lane & 7, g = l8 >> 1, h = l8 & 1, qo = 16 + g * 32 + h * 16;
+	const int g = lane & 3, qo = 16 + g * 32;
 	float s0 = 0.f, s1 = 0.f;
-	for (int sb0 = lane >> 3; sb0 < nsb; sb0 += 4 * Q4_U) {
-		uint4 ha[Q4_U], hb[Q4_U], qa[Q4_U], qb[Q4_U];
+	for (int sb0 = lane >> 2; sb0 < nsb; sb0 += 8 * Q4_U) {
+		uint4 ha[Q4_U], hb[Q4_U], qa0[Q4_U], qa1[Q4_U], qb0[Q4_U], qb1[Q4_U];
 #pragma unroll
 		for (int u = 0; u < Q4_U; u++) {
-			const int sb = min(sb0 + 4 * u, nsb - 1);  // past the row: re-read, unused
-			ha[u] = __ldg((const uint4 *)(pa + (size_t)sb * 144));
-			hb[u] = __ldg((const uint4 *)(pb + (size_t)sb * 144));
-			qa[u] = __ldg((const uint4 *)(pa + (size_t)sb * 144 + qo));
-			qb[u] = __ldg((const uint4 *)(pb + (size_t)sb * 144 + qo));
+			const int sb = min(sb0 + 8 * u, nsb - 1);  // past the row: re-read, unused
+			const uint8_t *ba = pa + (size_t)sb * 144, *bb = pb + (size_t)sb * 144;
+			ha[u] = __ldg((const uint4 *)ba);
+			hb[u] = __ldg((const uint4 *)bb);
+			qa0[u] = __ldg((const uint4 *)(ba + qo));
+			qa1[u] = __ldg((const uint4 *)(ba + qo + 16));
+			qb0[u] = __ldg((const uint4 *)(bb + qo));
+			qb1[u] = __ldg((const uint4 *)(bb + qo + 16));
 		}
 #pragma unroll
 		for (int u = 0; u < Q4_U; u++) {
-			const int sb = min(sb0 + 4 * u, nsb - 1);  // a select, not a branch (see dot2_q8_0)
-			const int c = sb * 256 + g * 64 + h * 16;
-			const int4 xl = *(const int4 *)(x.q + c), xh = *(const int4 *)(x.q + c + 32);
-			const int4 rl = *(const int4 *)(x.q2 + c), rh = *(const int4 *)(x.q2 + c + 32);
+			const int sb = min(sb0 + 8 * u, nsb - 1);  // a select, not a branch (see dot2_q8_0)
+			const int c = sb * 256 + g * 64;
+			const int4 *xq = (const int4 *)(x.q + c), *xr = (const int4 *)(x.q2 + c);
+			const int4 xl0 = xq[0], xl1 = xq[1], xh0 = xq[2], xh1 = xq[3];
+			const int4 rl0 = xr[0], rl1 = xr[1], rh0 = xr[2], rh1 = xr[3];
 			const int bl = c >> 5, bh = bl + 1;
-			const float ta = q4k_part(ha[u], qa[u], g, h, xl, xh, rl, rh, x, bl, bh);
-			const float tb = q4k_part(hb[u], qb[u], g, h, xl, xh, rl, rh, x, bl, bh);
-			const bool ok = sb0 + 4 * u < nsb;
+			const float dl = x.d[bl], dh = x.d[bh], d2l = x.d2[bl], d2h = x.d2[bh], sl = x.s[bl], sh = x.s[bh];
+			const float ta = q4k_part(ha[u], qa0[u], qa1[u], g, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l,
+			                          d2h, sl, sh);
+			const float tb = q4k_part(hb[u], qb0[u], qb1[u], g, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l,
+			                          d2h, sl, sh);
+			const bool ok = sb0 + 8 * u < nsb;
 			s0 += ok ? ta : 0.f;
 			s1 += ok ? tb : 0.f;
 		}
@@ -1322,26 +1383,33 @@ __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev 
 	sb = s1;
 }
 
-// Q6_K: 8 lanes per super-block; lane (n, p) covers l in [8p, 8p+8) of the
-// four quarters of half n: elements n*128 + quarter*32 + 8p + [0,8).
-__device__ __forceinline__ float q6k_part(const uint2 ql0, const uint2 ql1, const uint2 qh, const uint2 scw, int is,
+// Q6_K (rows of 208 bytes: ql[128], qh[64], scales[16]; d apart): 4 lanes
+// per super-block; lane (n, p) covers l in [16p, 16p+16) of the four
+// quarters of half n: elements n*128 + quarter*32 + 16p + [0,16), whose
+// scales are bytes p, p+2, p+4, p+6 of the half's eight. The 6-bit values
+// go to dp4a unsigned (0..63) and the offset of 32 comes off as 32 times
+// the integer sums of the activation levels over each half block (Xs.s16).
+__device__ __forceinline__ float q6k_part(const uint4 la, const uint4 lb, const uint4 qh, const uint2 scw, int p,
                                           float d, const Xs &x, int c0) {
 	float part = 0.f;
+	const uint32_t sx = scw.x >> (8 * p), sy = scw.y >> (8 * p);
 #pragma unroll
 	for (int quarter = 0; quarter < 4; quarter++) {
-		const uint32_t lo0 = (quarter & 1) ? ql1.x : ql0.x, lo1 = (quarter & 1) ? ql1.y : ql0.y;
+		const uint4 l = (quarter & 1) ? lb : la;
 		const int shl = (quarter >= 2) ? 4 : 0, shh = 2 * quarter;
-		// 6-bit values minus 32, per byte: signed int8 in [-32, 31]
-		const int w0 = (int)__vsub4(((lo0 >> shl) & 0x0F0F0F0Fu) | (((qh.x >> shh) & 0x03030303u) << 4), 0x20202020u);
-		const int w1 = (int)__vsub4(((lo1 >> shl) & 0x0F0F0F0Fu) | (((qh.y >> shh) & 0x03030303u) << 4), 0x20202020u);
+		int w[4];
+		const uint32_t lw[4] = {l.x, l.y, l.z, l.w}, hw[4] = {qh.x, qh.y, qh.z, qh.w};
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			w[k] = (int)(((lw[k] >> shl) & 0x0F0F0F0Fu) | (((hw[k] >> shh) & 0x03030303u) << 4));
 		const int c = c0 + quarter * 32;
-		const int2 xv = *(const int2 *)(x.q + c);
-		const int2 xr = *(const int2 *)(x.q2 + c);
-		const int dq = __dp4a(w1, xv.y, __dp4a(w0, xv.x, 0));
-		const int er = __dp4a(w1, xr.y, __dp4a(w0, xr.x, 0));
-		// scale is + 2*quarter of the half's eight
-		const uint32_t sw = quarter < 2 ? scw.x : scw.y;
-		const int sc = (int)(int8_t)(sw >> (8 * (is + 2 * (quarter & 1))));
+		const int4 xv = *(const int4 *)(x.q + c);
+		const int4 xr = *(const int4 *)(x.q2 + c);
+		const int2 o = x.s16[c >> 4];
+		const int dq = __dp4a(w[3], xv.w, __dp4a(w[2], xv.z, __dp4a(w[1], xv.y, __dp4a(w[0], xv.x, -32 * o.x))));
+		const int er = __dp4a(w[3], xr.w, __dp4a(w[2], xr.z, __dp4a(w[1], xr.y, __dp4a(w[0], xr.x, -32 * o.y))));
+		const uint32_t sw = quarter < 2 ? sx : sy;
+		const int sc = (int)(int8_t)(sw >> (16 * (quarter & 1)));
 		part += (float)sc * (x.d[c >> 5] * (float)dq + x.d2[c >> 5] * (float)er);
 	}
 	return d * part;
@@ -1357,33 +1425,34 @@ __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev 
 	const uint8_t *pa = (const uint8_t *)a.q + (size_t)ra * a.row_bytes;
 	const uint8_t *pb = (const uint8_t *)b.q + (size_t)rb * b.row_bytes;
 	const __half *da = a.d + (size_t)ra * nsb, *db = b.d + (size_t)rb * nsb;
-	const int l8 = lane & 7, n = l8 >> 2, p = l8 & 3, l0 = p * 8, is = p >> 1;
+	const int n = (lane >> 1) & 1, p = lane & 1, l0 = p * 16;
 	float s0 = 0.f, s1 = 0.f;
-	for (int sb0 = lane >> 3; sb0 < nsb; sb0 += 4 * Q6_U) {
-		uint2 a0[Q6_U], a1[Q6_U], ah[Q6_U], as[Q6_U], b0[Q6_U], b1[Q6_U], bh[Q6_U], bs[Q6_U];
+	for (int sb0 = lane >> 2; sb0 < nsb; sb0 += 8 * Q6_U) {
+		uint4 a0[Q6_U], a1[Q6_U], ah[Q6_U], b0[Q6_U], b1[Q6_U], bh[Q6_U];
+		uint2 as[Q6_U], bs[Q6_U];
 		__half fa[Q6_U], fb[Q6_U];
 #pragma unroll
 		for (int u = 0; u < Q6_U; u++) {
-			const int sb = min(sb0 + 4 * u, nsb - 1);  // past the row: re-read, unused
+			const int sb = min(sb0 + 8 * u, nsb - 1);  // past the row: re-read, unused
 			const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
-			a0[u] = __ldg((const uint2 *)(ba + n * 64 + l0));
-			a1[u] = __ldg((const uint2 *)(ba + n * 64 + 32 + l0));
-			ah[u] = __ldg((const uint2 *)(ba + 128 + n * 32 + l0));
+			a0[u] = __ldg((const uint4 *)(ba + n * 64 + l0));
+			a1[u] = __ldg((const uint4 *)(ba + n * 64 + 32 + l0));
+			ah[u] = __ldg((const uint4 *)(ba + 128 + n * 32 + l0));
 			as[u] = __ldg((const uint2 *)(ba + 192 + n * 8));
-			b0[u] = __ldg((const uint2 *)(bb + n * 64 + l0));
-			b1[u] = __ldg((const uint2 *)(bb + n * 64 + 32 + l0));
-			bh[u] = __ldg((const uint2 *)(bb + 128 + n * 32 + l0));
+			b0[u] = __ldg((const uint4 *)(bb + n * 64 + l0));
+			b1[u] = __ldg((const uint4 *)(bb + n * 64 + 32 + l0));
+			bh[u] = __ldg((const uint4 *)(bb + 128 + n * 32 + l0));
 			bs[u] = __ldg((const uint2 *)(bb + 192 + n * 8));
 			fa[u] = __ldg(da + sb);
 			fb[u] = __ldg(db + sb);
 		}
 #pragma unroll
 		for (int u = 0; u < Q6_U; u++) {
-			const int sb = min(sb0 + 4 * u, nsb - 1);  // a select, not a branch (see dot2_q8_0)
+			const int sb = min(sb0 + 8 * u, nsb - 1);  // a select, not a branch (see dot2_q8_0)
 			const int c0 = sb * 256 + n * 128 + l0;
-			const float ta = q6k_part(a0[u], a1[u], ah[u], as[u], is, __half2float(fa[u]), x, c0);
-			const float tb = q6k_part(b0[u], b1[u], bh[u], bs[u], is, __half2float(fb[u]), x, c0);
-			const bool ok = sb0 + 4 * u < nsb;
+			const float ta = q6k_part(a0[u], a1[u], ah[u], as[u], p, __half2float(fa[u]), x, c0);
+			const float tb = q6k_part(b0[u], b1[u], bh[u], bs[u], p, __half2float(fb[u]), x, c0);
+			const bool ok = sb0 + 8 * u < nsb;
 			s0 += ok ? ta : 0.f;
 			s1 += ok ? tb : 0.f;
 		}
@@ -1515,7 +1584,7 @@ __device__ __forceinline__ float max32(const float v[32]) {
 // block sum adds in the order of the earlier 8-lane version, ((s0 + s4) +
 // (s2 + s6)) + ((s1 + s5) + (s3 + s7)) over the lanes' sums of 4.
 __device__ __forceinline__ void quant32(const float e[32], int b, int8_t *xq, int8_t *xq2, float *xd, float *xd2,
-                                        float *xsum) {
+                                        float *xsum, int2 *xs16) {
 	float s4[8];
 #pragma unroll
 	for (int l = 0; l < 8; l++) s4[l] = (e[4 * l] + e[4 * l + 1]) + (e[4 * l + 2] + e[4 * l + 3]);
@@ -1554,11 +1623,21 @@ __device__ __forceinline__ void quant32(const float e[32], int b, int8_t *xq, in
 	xd[b] = d;
 	xd2[b] = d2;
 	xsum[b] = sum;
+	// byte sums of each half: dp4a with ones
+	int h1[2], h2[2];
+#pragma unroll
+	for (int k = 0; k < 2; k++) {
+		h1[k] = __dp4a((int)w1[4 * k + 3], 0x01010101, __dp4a((int)w1[4 * k + 2], 0x01010101,
+		              __dp4a((int)w1[4 * k + 1], 0x01010101, __dp4a((int)w1[4 * k], 0x01010101, 0))));
+		h2[k] = __dp4a((int)w2[4 * k + 3], 0x01010101, __dp4a((int)w2[4 * k + 2], 0x01010101,
+		              __dp4a((int)w2[4 * k + 1], 0x01010101, __dp4a((int)w2[4 * k], 0x01010101, 0))));
+	}
+	*(int4 *)(xs16 + 2 * b) = make_int4(h1[0], h2[0], h1[1], h2[1]);
 }
 
 // quant32 of (x * scale) * w (the order of the Go reference's RMSNorm), or x
 __device__ __forceinline__ void quant32n(const float4 xv[8], const float4 wv[8], bool hasw, float scale, int b,
-                                         int8_t *xq, int8_t *xq2, float *xd, float *xd2, float *xsum) {
+                                         int8_t *xq, int8_t *xq2, float *xd, float *xd2, float *xsum, int2 *xs16) {
 	float e[32];
 #pragma unroll
 	for (int i = 0; i < 8; i++) {
@@ -1567,16 +1646,17 @@ __device__ __forceinline__ void quant32n(const float4 xv[8], const float4 wv[8],
 		e[4 * i + 2] = hasw ? xv[i].z * scale * wv[i].z : xv[i].z;
 		e[4 * i + 3] = hasw ? xv[i].w * scale * wv[i].w : xv[i].w;
 	}
-	quant32(e, b, xq, xq2, xd, xd2, xsum);
+	quant32(e, b, xq, xq2, xd, xd2, xsum, xs16);
 }
 
 
 // grid-stride over row pairs; block G2_WARPS warps; dynamic shared memory:
-// [int8 q1: cols][int8 q2: cols][float d1, d2, sum: cols/32 each][float f: cols]
+// [int8 q1: cols][int8 q2: cols][float d1, d2, sum: cols/32 each][int2 sums of q1, q2: cols/16][float f: cols]
 // as needed (16-byte aligned).
 // T: the type of every matrix when they share one (the dot products are
 // then compiled for that type alone: fewer registers, more warps per SM),
-// or -1 for any mix.
+// G2_Q4K_Q6K for Q4_K matrices with a Q6_K last one (see gemv2_pick), or
+// -1 for any mix.
 //
 // The body is a device function (g2_body) shared by k_gemv2 and the
 // persistent decode kernel, which runs it for "virtual" block bid of nblk.
@@ -1614,6 +1694,7 @@ template <int T, bool MK>
 __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const float *__restrict__ normw, float eps,
                                         int need_q, int need_f, int t0, const EpiDev &e, unsigned char *g2_smem,
                                         int bid, int nblk) {
+	TRACE_START();
 	const int cols = ms.m[0].cols;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int qbytes = need_q ? ((cols + 15) & ~15) : 0;
@@ -1623,7 +1704,8 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	float *xd = (float *)(g2_smem + 2 * qbytes);
 	float *xd2 = (float *)(g2_smem + 2 * qbytes + dbytes);
 	float *xsum = (float *)(g2_smem + 2 * qbytes + 2 * dbytes);
-	float *xf = (float *)(g2_smem + 2 * qbytes + 3 * dbytes);
+	int2 *xs16 = (int2 *)(g2_smem + 2 * qbytes + 3 * dbytes);
+	float *xf = (float *)(g2_smem + 2 * qbytes + 3 * dbytes + 4 * dbytes);
 	__shared__ float red[G2_WARPS];
 	const int total = ms.end[ms.nmat - 1];
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
@@ -1657,13 +1739,23 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		pdl_trigger();
 		pdl_wait();
 	}
+	TRACE_MARK(tr_k1);
 
 	// the norm scale, then the activation in shared memory (two int8 levels
 	// for quantized weights, floats for float weights)
 	float scale = 1.f;
+	// a thread's second block of 32 (more than 256 blocks: 7B's down GEMV)
+	// is loaded with its first, not one L2 round trip later
+	const int b1 = b0 + G2_WARPS * 32;
+	const bool two = pq && b1 < nb32;
+	float4 xr1[8];
 	if (pq && b0 < nb32) {
 #pragma unroll
 		for (int i = 0; i < 8; i++) xr[i] = ldx4<MK>(x, 8 * b0 + i);
+	}
+	if (two) {
+#pragma unroll
+		for (int i = 0; i < 8; i++) xr1[i] = ldx4<MK>(x, 8 * b1 + i);
 	}
 	if (normw) {
 		float ss = 0.f;
@@ -1672,7 +1764,12 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 				for (int i = 0; i < 8; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
 			}
-			for (int b = b0 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 256 blocks of 32
+			if (two) {
+#pragma unroll
+				for (int i = 0; i < 8; i++)
+					ss += xr1[i].x * xr1[i].x + xr1[i].y * xr1[i].y + xr1[i].z * xr1[i].z + xr1[i].w * xr1[i].w;
+			}
+			for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
 				float4 v[8];
 #pragma unroll
 				for (int i = 0; i < 8; i++) v[i] = ldx4<MK>(x, 8 * b + i);
@@ -1694,15 +1791,21 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
 	}
 	if (pq) {
-		if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum);
-		for (int b = b0 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 256 blocks of 32
+		if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum, xs16);
+		if (two) {
+			float4 wv[8];
+#pragma unroll
+			for (int i = 0; i < 8; i++) wv[i] = normw ? __ldg((const float4 *)normw + 8 * b1 + i) : make_float4(1.f, 1.f, 1.f, 1.f);
+			quant32n(xr1, wv, normw != nullptr, scale, b1, xq, xq2, xd, xd2, xsum, xs16);
+		}
+		for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
 			float4 xv[8], wv[8];
 #pragma unroll
 			for (int i = 0; i < 8; i++) {
 				xv[i] = ldx4<MK>(x, 8 * b + i);
 				wv[i] = normw ? __ldg((const float4 *)normw + 8 * b + i) : make_float4(1.f, 1.f, 1.f, 1.f);
 			}
-			quant32n(xv, wv, normw != nullptr, scale, b, xq, xq2, xd, xd2, xsum);
+			quant32n(xv, wv, normw != nullptr, scale, b, xq, xq2, xd, xd2, xsum, xs16);
 		}
 	} else if (need_q) {
 		// unaligned or odd lengths: 8 lanes per block of 32 (4 elements
@@ -1737,18 +1840,26 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			float s = (v[0] + v[1]) + (v[2] + v[3]);
 #pragma unroll
 			for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+			char4 c1, c2;
+			c1.x = (signed char)(int)q[0];
+			c1.y = (signed char)(int)q[1];
+			c1.z = (signed char)(int)q[2];
+			c1.w = (signed char)(int)q[3];
+			c2.x = (signed char)__float2int_rn(res[0] * id2);
+			c2.y = (signed char)__float2int_rn(res[1] * id2);
+			c2.z = (signed char)__float2int_rn(res[2] * id2);
+			c2.w = (signed char)__float2int_rn(res[3] * id2);
+			// the sums of each level over the half block (4 lanes)
+			int h1 = (int)c1.x + c1.y + c1.z + c1.w, h2 = (int)c2.x + c2.y + c2.z + c2.w;
+#pragma unroll
+			for (int o = 2; o > 0; o >>= 1) {
+				h1 += __shfl_xor_sync(0xffffffffu, h1, o);
+				h2 += __shfl_xor_sync(0xffffffffu, h2, o);
+			}
 			if (ok) {
-				char4 c1, c2;
-				c1.x = (signed char)(int)q[0];
-				c1.y = (signed char)(int)q[1];
-				c1.z = (signed char)(int)q[2];
-				c1.w = (signed char)(int)q[3];
-				c2.x = (signed char)__float2int_rn(res[0] * id2);
-				c2.y = (signed char)__float2int_rn(res[1] * id2);
-				c2.z = (signed char)__float2int_rn(res[2] * id2);
-				c2.w = (signed char)__float2int_rn(res[3] * id2);
 				*(char4 *)(xq + i) = c1;
 				*(char4 *)(xq2 + i) = c2;
+				if ((lane & 3) == 0) xs16[2 * g + ((lane >> 2) & 1)] = make_int2(h1, h2);
 				if ((lane & 7) == 0) {
 					xd[g] = d;
 					xd2[g] = d2;
@@ -1758,12 +1869,17 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		}
 	}
 	__syncthreads();
-	const Xs xs{xq, xq2, xd, xd2, xsum, xf};
+	TRACE_MARK(tr_k2);
+	const Xs xs{xq, xq2, xd, xd2, xsum, xs16, xf};
 
 	for (int p = p0; p < npairs; p += nblk * G2_WARPS) {
 		const PairLoc L = locate(ms, p, total);
 		float s0, s1;
-		if (T >= 0) {
+		if (T == G2_Q4K_Q6K) {
+			// Q4_K matrices and a Q6_K one (no pair straddles two matrices)
+			if (L.ta == SK_Q6_K) dot2_row(SK_Q6_K, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
+			else dot2_row(SK_Q4_K, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
+		} else if (T >= 0) {
 			dot2_row(T, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
 		} else if (L.ta == L.tb) {
 			dot2_row(L.ta, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
@@ -1776,6 +1892,9 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		s1 = warp_sum(s1);
 		if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, L.has1);
 	}
+#if SK_TRACE
+	if (!MK) trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, T, nblk, bid, cols, total);
+#endif
 }
 
 template <int T>
@@ -1787,15 +1906,32 @@ __global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const
 }
 
 typedef void (*gemv2_fn)(Mats, const float *, const float *, float, int, int, int, EpiDev);
-static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>, k_gemv2<SK_Q8_0>, k_gemv2<SK_Q4_K>, k_gemv2<SK_Q6_K>};
+static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>, k_gemv2<SK_Q8_0>, k_gemv2<SK_Q4_K>, k_gemv2<SK_Q6_K>,
+                                         k_gemv2<G2_Q4K_Q6K>};
 
-static gemv2_fn gemv2_pick(int uniform_type) {
-	switch (uniform_type) {
+#ifndef G2_MIX
+#define G2_MIX 1  // 0: the generic kernel for Q4_K + Q6_K too (A/B)
+#endif
+
+// The kernel for nmat matrices (validated by the caller): the one compiled
+// for their common type; for Q4_K matrices followed by a Q6_K one (the
+// Q/K/V of Q4_K_M layers whose V is Q6_K) the one with just those two dot
+// products (ncu measured the generic kernel, every type compiled in, at
+// 1.17 TB/s of weights there against 1.83 for uniform Q4_K; A/B on the
+// H200: 7B Q4_K_M decode 371.6 instead of 356.3 tok/s); else the generic one.
+static gemv2_fn gemv2_pick(int nmat, const sk_matrix *const *W, bool swiglu) {
+	int u = W[0]->type;
+	for (int i = 1; i < nmat; i++)
+		if (W[i]->type != u) u = -1;
+	switch (u) {
 	case SK_Q8_0: return gemv2_kernels[1];
 	case SK_Q4_K: return gemv2_kernels[2];
 	case SK_Q6_K: return gemv2_kernels[3];
 	}
-	return gemv2_kernels[0];
+	if (u != -1 || !G2_MIX || swiglu || nmat < 2 || W[nmat - 1]->type != SK_Q6_K) return gemv2_kernels[0];
+	for (int i = 0; i + 1 < nmat; i++)
+		if (W[i]->type != SK_Q4_K) return gemv2_kernels[0];
+	return gemv2_kernels[4];
 }
 
 // Raise the dynamic shared memory limit of every k_gemv2 instantiation.
@@ -1832,7 +1968,7 @@ static Mats g2_mats(int nmat, const sk_matrix *const *W, bool swiglu, int *need_
 static size_t g2_prologue_bytes(int cols, int need_q, int need_f) {
 	const size_t c = (size_t)cols;
 	size_t b = 0;
-	if (need_q) b += 2 * ((c + 15) & ~(size_t)15) + 3 * (((c / 32) * 4 + 15) & ~(size_t)15);
+	if (need_q) b += 2 * ((c + 15) & ~(size_t)15) + 7 * (((c / 32) * 4 + 15) & ~(size_t)15);
 	if (need_f) b += c * 4;
 	return b;
 }
@@ -1864,13 +2000,11 @@ static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int 
 static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *x, const float *normw,
                         float eps, const sk_epilogue *epi, int t0) {
 	if (nmat < 1 || nmat > G2_MAXMAT || !W || !x) return fail(ctx, SK_E_ARG, "sk_gemv_fused: bad arguments");
-	int uniform = W[0] ? W[0]->type : -1;
 	for (int i = 0; i < nmat; i++) {
 		if (!W[i]) return fail(ctx, SK_E_ARG, "sk_gemv_fused: null matrix %d", i);
 		if (W[i]->cols != W[0]->cols) return fail(ctx, SK_E_ARG, "sk_gemv_fused: matrices differ in cols");
 		if (epi && epi->mode != SK_EPI_SWIGLU && i + 1 < nmat && (W[i]->rows & 1))
 			return fail(ctx, SK_E_ARG, "sk_gemv_fused: a matrix before the last has odd rows");
-		if (W[i]->type != uniform) uniform = -1;
 	}
 	if (epi && epi->mode == SK_EPI_SWIGLU && (nmat != 2 || W[0]->rows != W[1]->rows))
 		return fail(ctx, SK_E_ARG, "sk_gemv_fused: swiglu needs two matrices of equal rows");
@@ -1885,7 +2019,7 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 		if (smem > 200 * 1024) return fail(ctx, SK_E_UNSUPPORTED, "sk_gemv_fused: %d cols too long", cols);
 		CK(ctx, gemv2_set_smem(ctx, (int)smem));
 	}
-	const gemv2_fn kern = gemv2_pick(uniform);
+	const gemv2_fn kern = gemv2_pick(nmat, W, ms.swiglu);
 	const int npairs = ms.swiglu ? W[0]->rows : (total + 1) / 2;
 	const int tiles = (npairs + G2_WARPS - 1) / G2_WARPS;
 	// one wave: as many blocks as fit on the GPU at once, each warp taking
@@ -2409,29 +2543,38 @@ static int reserve_tmp(sk_ctx *ctx, size_t bytes) {
 // grid (n_kv, nsplit): block (kv head, split) serves the G = n_head/n_kv
 // query heads of the group, so each K/V row comes from DRAM once per group.
 // The split length follows the actual length n = *pos + 1 (read on the
-// device): chunk = max(ATT2_MIN, ceil(n / nsplit)) rounded up to 32; blocks
+// device): chunk = max(att2_min(G), ceil(n / nsplit)) rounded up to 32; blocks
 // past n exit. The last split block of a kv head to finish (an atomic
 // counter per kv head) combines the splits' partials into the output.
-#ifndef ATT2_MIN
-#define ATT2_MIN 64  // fewest keys per split (a multiple of 32)
-#endif
+#define ATT3_WARPS 8
+// The fewest keys per split: one 32-key stripe for each of the block's
+// ATT3_WARPS / G stripes (see att3_item), so no warp of a split idles:
+// TinyLlama (G = 8) 32, 7B (G = 1) 256. A/B on the H200 at 128 tokens of
+// context against the earlier fixed 64: TinyLlama Q8_0 1,020 instead of
+// 938-952 tok/s (5 splits of 32 keys instead of 3 of 64: one key batch per
+// warp), 7B Q4_K_M 380 instead of 373 (one split per kv head, no combine).
+__host__ __device__ __forceinline__ int att2_min(int G) {
+	return 32 * (ATT3_WARPS / G < 1 ? 1 : ATT3_WARPS / G);
+}
 #ifndef ATT2_TRIGGER
 #define ATT2_TRIGGER 1  // let the next GEMV launch while attention runs
 #endif
 #define ATT2_MAXG 8
 
-__device__ __forceinline__ int att2_chunk(int n, int nsplit) {
+__device__ __forceinline__ int att2_chunk(int n, int nsplit, int G) {
 	int c = (n + nsplit - 1) / nsplit;
-	if (c < ATT2_MIN) c = ATT2_MIN;
+	const int mn = att2_min(G);
+	if (c < mn) c = mn;
 	return (c + 31) & ~31;
 }
 
-static int att2_nsplit(const sk_ctx *ctx, int n_kv, int max_ctx) {
+static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	// one wave: k_attn3_split runs two blocks per SM (its register budget);
 	// rounding up put 288 blocks on 264 places for 7B's 32 kv heads and
 	// cost 4.5% of its decode speed at 4k tokens of context
 	int ns = 2 * ctx->sm_count / n_kv;
-	const int cap = (max_ctx + ATT2_MIN - 1) / ATT2_MIN;
+	const int mn = att2_min(n_head / n_kv);
+	const int cap = (max_ctx + mn - 1) / mn;
 	if (ns > cap) ns = cap;
 	return ns < 1 ? 1 : ns;
 }
@@ -2473,7 +2616,6 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 #ifndef ATT_CB
 #define ATT_CB 8
 #endif
-#define ATT3_WARPS 8
 #ifndef ATT_KB1
 #define ATT_KB1 32  // V rows per load batch, head_dim <= 64
 #endif
@@ -2576,7 +2718,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	__shared__ __align__(16) float sacc[ATT3_WARPS][MAXD2 * 64];
 	const int G = n_head / n_kv, S = ATT3_WARPS / G;
 	const int n = min(*pos + 1, max_ctx);
-	const int chunk = att2_chunk(n, nsplit);
+	const int chunk = att2_chunk(n, nsplit, G);
 	const int start = s * chunk;
 	if (start >= n) return;
 	const int end = min(n, start + chunk);
@@ -2686,6 +2828,9 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		sacc[warp][2 * lane + 64 * i + 1] = acc[i].y;
 	}
 	__syncthreads();
+	// one split (a context of at most chunk keys): the block's merge is the
+	// output, with no partials and no combine
+	const int ns = (n + chunk - 1) / chunk;
 	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
 		const int gg = idx / hd, d = idx - gg * hd;
 		float M = -INFINITY;
@@ -2699,6 +2844,10 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				L += sl[w] * f;
 			}
 		}
+		if (ns == 1) {
+			out[(size_t)(kvh * G + gg) * hd + d] = a / L;
+			continue;
+		}
 		float *o = part + ((size_t)(kvh * G + gg) * nsplit + s) * (hd + 2);
 		o[2 + d] = a;
 		if (d == 0) {
@@ -2706,11 +2855,11 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			o[1] = L;
 		}
 	}
+	if (ns == 1) return;
 	// the last block of this kv head to finish combines the splits
 	__shared__ int s_last;
 	__threadfence();
 	__syncthreads();
-	const int ns = (n + chunk - 1) / chunk;
 	if (threadIdx.x == 0) {
 		const int done = atomicAdd(&counter[kvh], 1);
 		s_last = done == ns - 1;
@@ -2727,9 +2876,13 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float 
                                                                  float *part, float *out, int *counter, int n_head,
                                                                  int n_kv, int hd, int max_ctx, int nsplit,
                                                                  const int32_t *pos) {
+	TRACE_START();
 	if (ATT2_TRIGGER) pdl_trigger();
 	att3_item<MAXD2, false>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
 	                        blockIdx.y);
+#if SK_TRACE
+	trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, 1000, gridDim.x * gridDim.y, blockIdx.y * gridDim.x + blockIdx.x, hd, n_head);
+#endif
 }
 
 static bool att2_ok(int n_head, int n_kv, int hd) {
@@ -3217,7 +3370,7 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 	const __half *kc = (const __half *)d_k, *vc = (const __half *)d_v;
 	if (ctx->variant == SK_VARIANT_V2 && att2_ok(n_head, n_kv_head, head_dim)) {
 		if (ntok > 1) return attn_prefill2(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
-		const int ns = att2_nsplit(ctx, n_kv_head, max_ctx);
+		const int ns = att2_nsplit(ctx, n_head, n_kv_head, max_ctx);
 		const size_t bytes = attn2_scratch_bytes(n_head, n_kv_head, head_dim, ns);
 		int rc = reserve_scratch(ctx, bytes);
 		if (rc != SK_OK) return rc;
@@ -3363,6 +3516,23 @@ extern "C" void sk_model_free(sk_model *m) {
 	if (!m) return;
 	cudaSetDevice(m->ctx->device);
 	if (m->graph_ready) cudaGraphExecDestroy(m->graph);
+#if SK_TRACE
+	if (const char *tp = getenv("SK_TRACE_OUT")) {
+		unsigned int n = 0;
+		cudaDeviceSynchronize();
+		cudaMemcpyFromSymbol(&n, sk_trace_n, sizeof n);
+		n = std::min(n, (unsigned int)SK_TRACE_N);
+		std::vector<TraceRec> r(n);
+		cudaMemcpyFromSymbol(r.data(), sk_trace, n * sizeof(TraceRec));
+		if (FILE *f = fopen(tp, "w")) {
+			fprintf(f, "g0,g1,c1,c2,c3,tag,grid,block,cols,rows,sm\n");
+			for (const TraceRec &t : r)
+				fprintf(f, "%llu,%llu,%lld,%lld,%lld,%d,%d,%d,%d,%d,%d\n", t.g0, t.g1, t.c1, t.c2, t.c3, t.tag, t.grid,
+				        t.block, t.cols, t.rows, t.sm);
+			fclose(f);
+		}
+	}
+#endif
 	if (m->prof && m->prof_steps > 0) {
 		fprintf(stderr, "sparkinfer kernels profile: %d decode steps, GPU time per step by kernel (events between launches, no graph)\n",
 		        m->prof_steps);
@@ -3423,7 +3593,7 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 	m->att2 = m->variant == SK_VARIANT_V2 && att2_ok(c->n_head, c->n_kv_head, c->head_dim);
 	// v1 prefill attention keeps per-token partials: its chunk stays small
 	m->chunk = m->att2 ? PREFILL_CHUNK_V2 : PREFILL_CHUNK;
-	m->nsplit = att2_nsplit(ctx, c->n_kv_head, c->max_ctx);
+	m->nsplit = att2_nsplit(ctx, c->n_head, c->n_kv_head, c->max_ctx);
 	const size_t T = m->chunk, qd = (size_t)c->n_head * c->head_dim, kd = (size_t)c->n_kv_head * c->head_dim;
 	int rc = SK_OK;
 	if (m->variant == SK_VARIANT_V2) {

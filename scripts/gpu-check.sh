@@ -6,7 +6,7 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab;
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab trace;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 2); the `variants` stage runs stories,
@@ -119,10 +119,26 @@ PY
 	done
 fi
 
+if has trace; then
+	# where a decode step's time goes, block by block: a -DSK_TRACE=1 build
+	# records the start, end and phases of every GEMV and attention block
+	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a 128-token context
+	log "trace build"
+	mkdir -p /tmp/ab
+	${NVCC:-nvcc} -O3 -std=c++17 -Ikernels -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 -shared -cudart static \
+		-DSK_TRACE=1 -o /tmp/ab/trace.so kernels/sparkinfer_kernels.cu > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
+	for m in ${TRACE_MODELS:-tinyllama-q8_0}; do
+		model $m
+		log "trace $m"
+		SK_TRACE_OUT=/tmp/ab/trace-$m.csv "$SI" bench --device cuda --kernels /tmp/ab/trace.so --kernels-any-digest-unsafe \
+			--model "$MODELS/$m.gguf" --ctx 128 --tokens 16 --runs 1 --prefill 16 > /dev/null 2>&1
+		python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; tail -8 "$OUT/trace-$m.txt"
+	done
+fi
 if has ab; then
 	# A/B of kernel builds in one machine start: AB is a space-separated list
 	# of name=source[:nvcc flags, comma-separated] (e.g. "landed=kernels/sparkinfer_kernels.cu
-	# wip=.dev/wip/sparkinfer_kernels.cu big=kernels/sparkinfer_kernels.cu:-DATT2_MIN=32");
+	# wip=.dev/wip/sparkinfer_kernels.cu u3=kernels/sparkinfer_kernels.cu:-DQ4_U=3");
 	# each is built for sm_90 in parallel, then decode (and prefill after each
 	# context) of every BENCH_MODELS model is timed with each build in turn,
 	# AB_ROUNDS times (default 2), so that drift shows.

@@ -229,6 +229,8 @@ func TestGemvFused(t *testing.T) {
 		{[]quant.Type{quant.Q6_K}, []int{70}, 4096, true, false},
 		{[]quant.Type{quant.Q4_K}, []int{33}, 11008, false, true},
 		{[]quant.Type{quant.Q8_0}, []int{65}, 5632, true, true},
+		// Q4_K matrices and a Q6_K one: the Q/K/V of Q4_K_M layers whose V is Q6_K
+		{[]quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}, []int{96, 32, 33}, 1024, true, false},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v/%v/%d/norm=%v/acc=%v", c.types, c.rows, c.cols, c.norm, c.acc), func(t *testing.T) {

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+# Where a decode step's time goes, from the CSV that a -DSK_TRACE=1 build of
+# the kernels writes to $SK_TRACE_OUT when the model is freed (one record per
+# block of every decode GEMV and attention launch: %globaltimer at start and
+# end, clock64 cycles of its phases). Groups the records into launches, takes
+# the second-to-last complete decode step (ended by the output GEMV) and
+# prints each launch's start, span, overlap with its predecessor and median
+# phase times, then sums per kind of launch.
+#   python3 scripts/decode-trace.py trace.csv [SM clock GHz, default 1.98]
+# (run by `scripts/gpu-check.sh run trace`)
+import csv, sys, statistics as st
+rows = [dict((k, int(v)) for k, v in r.items()) for r in csv.DictReader(open(sys.argv[1]))]
+ghz = float(sys.argv[2]) if len(sys.argv) > 2 else 1.98
+rows.sort(key=lambda r: r["g0"])
+inst, cur = [], {}
+for r in rows:
+    key = (r["tag"], r["grid"], r["cols"], r["rows"])
+    c = cur.get(key)
+    if c is None or r["block"] in c["seen"]:
+        c = {"key": key, "recs": [], "seen": set()}
+        cur[key] = c
+        inst.append(c)
+    c["recs"].append(r)
+    c["seen"].add(r["block"])
+inst.sort(key=lambda c: min(r["g0"] for r in c["recs"]))
+vocab = max(c["key"][3] for c in inst)
+ends = [i for i, c in enumerate(inst) if c["key"][3] == vocab and c["key"][0] != 1000]
+print("records", len(rows), "kernels", len(inst), "lm_head at", ends[-6:])
+if len(ends) < 3:
+    sys.exit("too few steps")
+a, b = ends[-3] + 1, ends[-2] + 1
+step = inst[a:b]
+def name(k):
+    tag, grid, cols, rows = k
+    if tag == 1000: return "attn"
+    return "gemv T%d %dx%d" % (tag, rows, cols)
+t_start = min(r["g0"] for r in step[0]["recs"]); t_end = max(r["g1"] for r in step[-1]["recs"])
+print("step: %d kernels, %.1f us" % (len(step), (t_end - t_start) / 1e3))
+prev_end = None
+agg = {}
+for c in step:
+    R = c["recs"]
+    s0 = min(r["g0"] for r in R); s1 = max(r["g0"] for r in R); e0 = min(r["g1"] for r in R); e1 = max(r["g1"] for r in R)
+    us = lambda v: v / ghz / 1e3
+    med = lambda f: st.median(f(r) for r in R)
+    gap = (s0 - prev_end) / 1e3 if prev_end else 0
+    n = name(c["key"])
+    line = "%-22s blocks %4d/%4d  start+%.1f  span %.1f  gap %+.1f  starts over %.1f  ends over %.1f  | wait %.2f prologue %.2f body %.2f (med us) body max %.2f" % (
+        n, len(R), c["key"][1], (s0 - t_start) / 1e3, (e1 - s0) / 1e3, gap, (s1 - s0) / 1e3, (e1 - e0) / 1e3,
+        us(med(lambda r: r["c1"])), us(med(lambda r: r["c2"])), us(med(lambda r: r["c3"])), us(max(r["c3"] for r in R)))
+    if len(step) < 20 or c is step[0] or c is step[-1] or step.index(c) < 8:
+        print(line)
+    a_ = agg.setdefault(n, [0, 0, 0, 0, 0, 0])
+    a_[0] += 1; a_[1] += (e1 - s0) / 1e3; a_[2] += gap
+    a_[3] += us(med(lambda r: r["c1"])); a_[4] += us(med(lambda r: r["c2"])); a_[5] += us(med(lambda r: r["c3"]))
+    prev_end = e1
+print("per kind: count, span sum, gap sum, wait/prologue/body medians summed (us)")
+for n, v in agg.items():
+    print("  %-22s %3d  span %8.1f  gap %7.1f  wait %6.1f prologue %6.1f body %7.1f" % (n, *v))
