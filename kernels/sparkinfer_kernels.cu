@@ -2895,10 +2895,15 @@ static size_t attn2_scratch_bytes(int n_head, int n_kv, int hd, int nsplit) {
 	return (size_t)n_head * nsplit * (hd + 2) * sizeof(float) + (size_t)n_kv * sizeof(int);
 }
 
+// the counters' place in that scratch, after the partials
+static int *attn2_counters(float *part, int n_head, int hd, int nsplit) {
+	return (int *)(part + (size_t)n_head * nsplit * (hd + 2));
+}
+
 static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
                         int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit) {
 	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
-	int *counter = (int *)(part + (size_t)n_head * nsplit * (hd + 2));
+	int *counter = attn2_counters(part, n_head, hd, nsplit);
 	dim3 grid(n_kv, nsplit);
 	cudaStream_t s = ctx->stream;
 	auto *k = md == 1 ? k_attn3_split<1> : md == 2 ? k_attn3_split<2> : k_attn3_split<4>;
@@ -3807,7 +3812,7 @@ static int persist_setup(sk_model *m) {
 	S.att = m->att;
 	S.g = m->g;
 	S.part = m->part;
-	S.counter = (int *)(m->part + (size_t)c.n_head * m->nsplit * (c.head_dim + 2));
+	S.counter = attn2_counters(m->part, c.n_head, c.head_dim, m->nsplit);
 	S.tok = m->d_tok;
 	S.pos = m->d_pos;
 	S.dim = c.dim;

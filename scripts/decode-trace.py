@@ -38,7 +38,7 @@ t_start = min(r["g0"] for r in step[0]["recs"]); t_end = max(r["g1"] for r in st
 print("step: %d kernels, %.1f us" % (len(step), (t_end - t_start) / 1e3))
 prev_end = None
 agg = {}
-for c in step:
+for k, c in enumerate(step):
     R = c["recs"]
     s0 = min(r["g0"] for r in R); s1 = max(r["g0"] for r in R); e0 = min(r["g1"] for r in R); e1 = max(r["g1"] for r in R)
     us = lambda v: v / ghz / 1e3
@@ -48,7 +48,7 @@ for c in step:
     line = "%-22s blocks %4d/%4d  start+%.1f  span %.1f  gap %+.1f  starts over %.1f  ends over %.1f  | wait %.2f prologue %.2f body %.2f (med us) body max %.2f" % (
         n, len(R), c["key"][1], (s0 - t_start) / 1e3, (e1 - s0) / 1e3, gap, (s1 - s0) / 1e3, (e1 - e0) / 1e3,
         us(med(lambda r: r["c1"])), us(med(lambda r: r["c2"])), us(med(lambda r: r["c3"])), us(max(r["c3"] for r in R)))
-    if len(step) < 20 or c is step[0] or c is step[-1] or step.index(c) < 8:
+    if k < 8 or k == len(step) - 1:  # the first layer and the output GEMV
         print(line)
     a_ = agg.setdefault(n, [0, 0, 0, 0, 0, 0])
     a_[0] += 1; a_[1] += (e1 - s0) / 1e3; a_[2] += gap

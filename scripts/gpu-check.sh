@@ -34,6 +34,11 @@ export SPARKINFER_KERNELS=${SPARKINFER_KERNELS:-$PWD/kernels/build/libsparkinfer
 SI="$BIN/sparkinfer"
 K="--kernels $SPARKINFER_KERNELS --kernels-any-digest-unsafe"
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
+build90() { # OUT.so SOURCE [nvcc flags...]: a kernels library for sm_90 alone (A/B and trace builds)
+	local out=$1 src=$2; shift 2
+	${NVCC:-nvcc} -O3 -std=c++17 -Ikernels -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 -shared -cudart static \
+		"$@" -o "$out" "$src"
+}
 
 log "gpu"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
@@ -125,8 +130,7 @@ if has trace; then
 	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a 128-token context
 	log "trace build"
 	mkdir -p /tmp/ab
-	${NVCC:-nvcc} -O3 -std=c++17 -Ikernels -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 -shared -cudart static \
-		-DSK_TRACE=1 -o /tmp/ab/trace.so kernels/sparkinfer_kernels.cu > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
+	build90 /tmp/ab/trace.so kernels/sparkinfer_kernels.cu -DSK_TRACE=1 > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
 	for m in ${TRACE_MODELS:-tinyllama-q8_0}; do
 		model $m
 		log "trace $m"
@@ -147,8 +151,7 @@ if has ab; then
 	for spec in $AB; do
 		name=${spec%%=*}; rest=${spec#*=}; src=${rest%%:*}; flags=""
 		[ "$src" != "$rest" ] && flags=${rest#*:} && flags=${flags//,/ }
-		${NVCC:-nvcc} -O3 -std=c++17 -Ikernels -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 -shared -cudart static \
-			$flags -o "/tmp/ab/$name.so" "$src" > "/tmp/ab/$name.log" 2>&1 &
+		build90 "/tmp/ab/$name.so" "$src" $flags > "/tmp/ab/$name.log" 2>&1 &
 	done
 	wait
 	for spec in $AB; do name=${spec%%=*}; [ -f "/tmp/ab/$name.so" ] || { echo "build $name failed:"; tail -5 "/tmp/ab/$name.log"; exit 1; }; done
