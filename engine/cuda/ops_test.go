@@ -141,11 +141,16 @@ func TestGemmAllTypes(t *testing.T) {
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_K, quant.Q6_K}
 	shapes := []struct{ rows, cols int }{{1, 256}, {3, 512}, {67, 768}, {130, 4352}, {257, 2048}}
 	odd := []struct{ rows, cols int }{{5, 250}, {33, 100}, {7, 36}} // float types only: cols not a multiple of 8
+	// cols a multiple of 32 but not of 64: the tensor-core GEMM's 32-column k-tiles
+	k32 := []struct{ rows, cols int }{{9, 96}}
 	withVariants(t, d, func(t *testing.T, variant int) {
 		for _, typ := range types {
 			sh := shapes
 			if !isQuant(typ) {
 				sh = append(append([]struct{ rows, cols int }{}, shapes...), odd...)
+			}
+			if typ == quant.Q8_0 || typ == quant.F16 || typ == quant.BF16 {
+				sh = append(append([]struct{ rows, cols int }{}, sh...), k32...)
 			}
 			for _, s := range sh {
 				// n >= 16 reaches v2's tensor-core GEMM (64-token tiles: 77 and 130 leave
