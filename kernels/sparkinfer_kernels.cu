@@ -3107,6 +3107,16 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 #define ATT_KB2 8  // head_dim <= 128
 #endif
 #define ATT_CF 2304  // factors in shared memory: G x ns <= 8 heads x 288 splits
+// Decode attention with the keys of each batch staged in shared memory
+// (when heads share kv heads, G > 1, and a batch of 32 keys per stripe fits
+// ATT_STG_BYTES): the block copies K and V once, coalesced, where each warp
+// (one query head of the G) loaded its lanes' key rows itself, G times over
+// and 32 rows per load instruction. 0: every kernel loads from global
+// memory (A/B).
+#ifndef ATT_STG
+#define ATT_STG 1
+#endif
+#define ATT_STG_BYTES 18432
 __device__ __forceinline__ void att2_combine(const float *part, float *out, int kvh, int G, int hd, int nsplit,
                                              int ns) {
 	__shared__ float cf[ATT_CF];
@@ -3193,7 +3203,7 @@ __device__ __forceinline__ V ldkv(const V *p) {
 	return MK ? *p : __ldg(p);
 }
 
-template <int MAXD2, bool MK>
+template <int MAXD2, bool MK, bool STG>
 __device__ __forceinline__ void att3_item(const float *q, const __half *kc, const __half *vc, float *part, float *out,
                                           int *counter, int n_head, int n_kv, int hd, int max_ctx, int nsplit,
                                           const int32_t *pos, int kvh, int s) {
@@ -3221,41 +3231,42 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// context instead of 874 / 716; 7B Q4_K_M unchanged.
 	constexpr int KR = MAXD2 <= 2 ? MAXD2 * 8 : 16;
 	constexpr int KB = MAXD2 == 1 ? ATT_KB1 : MAXD2 == 2 ? ATT_KB2 : 4;
+	static_assert(!STG || MAXD2 <= 2, "staged keys are held in registers whole (head_dim <= 128)");
 	const int nkr = min(hd / 8, KR);
 	uint4 kr[KR];
 	__half2 vr[KB][MAXD2];
+	// STG: the block's keys of one batch (32 per stripe) staged in shared
+	// memory, K rows padded to an odd multiple of 16 bytes (each lane reads
+	// its own key's row without bank conflicts); kbase is the batch's first
+	// key, rows past end hold key end - 1 (as the clamped loads below)
+	__shared__ __align__(16) __half kvs[STG ? ATT_STG_BYTES / 2 : 8];
+	const int ldk = hd + 8;
+	const __half *Ks = kvs, *Vs = kvs + 32 * S * ldk;
+	int kbase = 0;
 	auto issue_k = [&](int k0) {
-		const uint4 *kp = (const uint4 *)(kb + (size_t)min(k0 + lane, end - 1) * hd);
+		const uint4 *kp = STG ? (const uint4 *)(Ks + (k0 + lane - kbase) * ldk)
+		                      : (const uint4 *)(kb + (size_t)min(k0 + lane, end - 1) * hd);
 #pragma unroll
-		for (int i = 0; i < KR; i++) kr[i] = i < nkr ? ldkv<MK>(kp + i) : make_uint4(0u, 0u, 0u, 0u);
+		for (int i = 0; i < KR; i++)
+			kr[i] = i >= nkr ? make_uint4(0u, 0u, 0u, 0u) : STG ? kp[i] : ldkv<MK>(kp + i);
 	};
 	auto issue_v = [&](int kfirst) {
 #pragma unroll
 		for (int u = 0; u < KB; u++) {
-			const __half2 *vp = (const __half2 *)(vb + (size_t)min(kfirst + u, end - 1) * hd);
+			const __half2 *vp = STG ? (const __half2 *)(Vs + (kfirst + u - kbase) * hd)
+			                        : (const __half2 *)(vb + (size_t)min(kfirst + u, end - 1) * hd);
 #pragma unroll
 			for (int i = 0; i < MAXD2; i++)
-				vr[u][i] = 2 * lane + 64 * i < hd ? ldkv<MK>(vp + lane + 32 * i) : __float2half2_rn(0.f);
+				vr[u][i] = 2 * lane + 64 * i >= hd ? __float2half2_rn(0.f) : STG ? vp[lane + 32 * i] : ldkv<MK>(vp + lane + 32 * i);
 		}
 	};
-	// stripe >= S: an idle warp (G does not divide the warps); k0 starts past end
-	const int kfirst = stripe < S ? start + stripe * 32 : end;
-	if (kfirst < end) {
-		issue_k(kfirst);
-		issue_v(kfirst);
-	}
-	for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
-	__syncthreads();
 
 	float m = -INFINITY, l = 0.f;
 	float2 acc[MAXD2];
 #pragma unroll
 	for (int i = 0; i < MAXD2; i++) acc[i] = make_float2(0.f, 0.f);
-	for (int k0 = kfirst; k0 < end; k0 += S * 32) {
-		if (k0 != kfirst) {
-			issue_k(k0);
-			issue_v(k0);
-		}
+	// 32 keys from k0 (the key rows in kr, the first KB V rows in vr)
+	auto keys32 = [&](int k0) {
 		const int key = k0 + lane;
 		const bool ok = key < end;
 		float dsum = 0.f;
@@ -3299,6 +3310,46 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 					acc[i].y += pj * v.y;
 				}
 			}
+		}
+	};
+	if (STG) {
+		// batches of 32 S keys: every thread copies 16-byte pieces of K and V
+		// rows (coalesced), then each warp reads its stripe from shared memory
+		const int c8 = hd / 8;
+		for (int k0b = start; k0b < end; k0b += 32 * S) {
+			if (k0b != start) __syncthreads();  // every warp is done with the last batch
+			for (int idx = threadIdx.x; idx < 32 * S * c8; idx += blockDim.x) {
+				const int r = idx / c8, c = idx - r * c8;
+				const size_t src = (size_t)min(k0b + r, end - 1) * hd + 8 * c;
+				*(uint4 *)(kvs + r * ldk + 8 * c) = __ldg((const uint4 *)(kb + src));
+				*(uint4 *)(kvs + 32 * S * ldk + r * hd + 8 * c) = __ldg((const uint4 *)(vb + src));
+			}
+			if (k0b == start)
+				for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+			__syncthreads();
+			kbase = k0b;
+			const int k0 = k0b + stripe * 32;
+			if (stripe < S && k0 < end) {
+				issue_k(k0);
+				issue_v(k0);
+				keys32(k0);
+			}
+		}
+	} else {
+		// stripe >= S: an idle warp (G does not divide the warps); k0 starts past end
+		const int kfirst = stripe < S ? start + stripe * 32 : end;
+		if (kfirst < end) {
+			issue_k(kfirst);
+			issue_v(kfirst);
+		}
+		for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+		__syncthreads();
+		for (int k0 = kfirst; k0 < end; k0 += S * 32) {
+			if (k0 != kfirst) {
+				issue_k(k0);
+				issue_v(k0);
+			}
+			keys32(k0);
 		}
 	}
 	// merge the stripes of each head
@@ -3355,14 +3406,14 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	att2_combine(part, out, kvh, G, hd, nsplit, ns);
 }
 
-template <int MAXD2>
+template <int MAXD2, bool STG>
 __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float *q, const __half *kc, const __half *vc,
                                                                  float *part, float *out, int *counter, int n_head,
                                                                  int n_kv, int hd, int max_ctx, int nsplit,
                                                                  const int32_t *pos) {
 	TRACE_START();
 	if (ATT2_TRIGGER) pdl_trigger();
-	att3_item<MAXD2, false>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
+	att3_item<MAXD2, false, STG>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
 	                        blockIdx.y);
 #if SK_TRACE
 	trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, 1000, gridDim.x * gridDim.y, blockIdx.y * gridDim.x + blockIdx.x, hd, n_head);
@@ -3390,7 +3441,11 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	int *counter = attn2_counters(part, n_head, hd, nsplit);
 	dim3 grid(n_kv, nsplit);
 	cudaStream_t s = ctx->stream;
-	auto *k = md == 1 ? k_attn3_split<1> : md == 2 ? k_attn3_split<2> : k_attn3_split<4>;
+	const int G = n_head / n_kv, S = ATT3_WARPS / G;
+	const bool stg = ATT_STG && md <= 2 && G > 1 && 32 * S * (2 * hd + 8) * 2 <= ATT_STG_BYTES;
+	auto *k = md == 1 ? (stg ? k_attn3_split<1, true> : k_attn3_split<1, false>)
+	          : md == 2 ? (stg ? k_attn3_split<2, true> : k_attn3_split<2, false>)
+	                    : k_attn3_split<4, false>;
 	k<<<grid, ATT3_WARPS * 32, 0, s>>>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos);
 	CKLAUNCH(ctx);
 	return SK_OK;
@@ -3480,7 +3535,7 @@ template <int MAXD2>
 __device__ __noinline__ void mk_attn(const PStep &P, const PLayer &L, int bid, int nb) {
 	const int items = P.n_kv * P.nsplit;
 	for (int it = bid; it < items; it += nb)
-		att3_item<MAXD2, true>(P.q, L.kc, L.vc, P.part, P.att, P.counter, P.n_head, P.n_kv, P.hd, P.max_ctx, P.nsplit,
+		att3_item<MAXD2, true, false>(P.q, L.kc, L.vc, P.part, P.att, P.counter, P.n_head, P.n_kv, P.hd, P.max_ctx, P.nsplit,
 		                       P.pos, it % P.n_kv, it / P.n_kv);
 }
 
