@@ -372,7 +372,9 @@ extern "C" int sk_matrix_upload_perm(sk_ctx *ctx, int type, const void *data, in
 	} else if (type == SK_Q6_K) {
 		size_t nb = (size_t)cols / 256;
 		std::vector<uint8_t> q((size_t)rows * nb * 208);
-		std::vector<uint16_t> d((size_t)rows * nb);
+		// d padded to an even count (a zero half): the prefill GEMM copies each
+		// d as the 4-byte-aligned pair that holds it
+		std::vector<uint16_t> d(((size_t)rows * nb + 1) & ~(size_t)1);
 		for (size_t r = 0; r < (size_t)rows; r++) {
 			for (size_t b = 0; b < nb; b++) {
 				const uint8_t *blk = src + r * rb + b * 210;
@@ -381,7 +383,7 @@ extern "C" int sk_matrix_upload_perm(sk_ctx *ctx, int type, const void *data, in
 			}
 		}
 		m->row_bytes = nb * 208;
-		m->bytes = q.size() + d.size() * 2;
+		m->bytes = q.size() + (size_t)rows * nb * 2;
 		e = cudaMalloc(&m->q, q.size());
 		if (e == cudaSuccess) e = cudaMalloc((void **)&m->d, d.size() * 2);
 		if (e == cudaSuccess) e = cudaMemcpy(m->q, q.data(), q.size(), cudaMemcpyHostToDevice);
@@ -2622,11 +2624,12 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma2(GMats gm, const __ha
 			mm2_cp16(r16 + 4096, blk + nn * 64 + 32 + 16 * h, b16);
 			mm2_cp16(r16 + 8192, blk + 128 + nn * 32 + 16 * h, b16);
 			mm2_cp4(r4, blk + 192 + nn * 8 + 4 * (t4 & 1), b_ok ? 4 : 0);
-			// d is half idx of m.d (2-byte aligned): the aligned pair holding it,
-			// less its second half when that is past the array's end
+			// d is half idx of m.d (2-byte aligned): the aligned pair holding it
+			// (the upload pads m.d to an even count, so the pair of the last d
+			// is inside the allocation; a 4-byte copy with src-size 2 still
+			// reads 4 bytes, compute-sanitizer found)
 			const size_t idx = (size_t)brow * nb + sb;
-			const int db = !b_ok ? 0 : (idx & 1) || idx + 1 < (size_t)bm.rows * nb ? 4 : 2;
-			mm2_cp4(r4 + 1024, bm.d + (idx & ~(size_t)1), db);
+			mm2_cp4(r4 + 1024, bm.d + (idx & ~(size_t)1), b_ok ? 4 : 0);
 		}
 	};
 
