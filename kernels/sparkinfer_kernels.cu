@@ -3037,9 +3037,9 @@ __host__ __device__ __forceinline__ int att2_min(int G) {
 	return 32 * (ATT3_WARPS / G < 1 ? 1 : ATT3_WARPS / G);
 }
 // Decode attention splits per SM over the kv heads (at most). A/B at 128 /
-// 4k tokens of context, 1 against 2: TinyLlama Q8_0 1,104 / 879 against
-// 1,067 / 871, Q4_K_M 1,002 / 813 against 990 / 803 (both within noise);
-// 7B Q4_K_M 353 / 265 against 357 / 279.
+// 4k tokens of context, 1 against 2 (decode tok/s): TinyLlama Q8_0 1,104 /
+// 879 against 1,067 / 871 and in another machine start 1,082 / 826 against
+// 1,046 / 841 (within noise); 7B Q4_K_M 394 / 288 against 395 / 303.
 #ifndef ATT2_PER_SM
 #define ATT2_PER_SM 2
 #endif
@@ -3260,7 +3260,9 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			                        : (const __half2 *)(vb + (size_t)min(kfirst + u, end - 1) * hd);
 #pragma unroll
 			for (int i = 0; i < MAXD2; i++)
-				vr[u][i] = 2 * lane + 64 * i >= hd ? __float2half2_rn(0.f) : STG ? vp[lane + 32 * i] : ldkv<MK>(vp + lane + 32 * i);
+				vr[u][i] = 2 * lane + 64 * i >= hd ? __float2half2_rn(0.f)
+				           : STG                   ? vp[lane + 32 * i]
+				                                   : ldkv<MK>(vp + lane + 32 * i);
 		}
 	};
 
