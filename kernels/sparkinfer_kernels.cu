@@ -51,6 +51,7 @@ struct sk_ctx {
 	float *kpart;
 	size_t kpart_bytes;
 	int pdl;       // launch v2 GEMVs with programmatic dependent launch
+	unsigned mm2_ready;  // k_gemm_mma2 instantiations whose attributes are set (mm2_go)
 };
 
 struct sk_matrix {
@@ -1589,6 +1590,37 @@ __device__ __forceinline__ float max32(const float v[32]) {
 	return fmaxf(fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3])), fmaxf(fmaxf(a[4], a[5]), fmaxf(a[6], a[7])));
 }
 
+// The first int8 level of N activations e: q = round(e * id) packed into
+// bytes w, and the residuals e - q d for the second.
+template <int N>
+__device__ __forceinline__ void level1(const float e[N], float d, float id, float res[N], uint32_t w[N / 4]) {
+#pragma unroll
+	for (int j = 0; j < N; j++) {
+		const float q = rintf(e[j] * id);
+		res[j] = __fmaf_rn(-q, d, e[j]);
+		const uint32_t byte = (uint32_t)(int)q & 0xFFu;
+		if ((j & 3) == 0) w[j >> 2] = byte;
+		else w[j >> 2] |= byte << (8 * (j & 3));
+	}
+}
+
+// The second level: round(res * id2) packed into bytes w.
+template <int N>
+__device__ __forceinline__ void level2(const float res[N], float id2, uint32_t w[N / 4]) {
+#pragma unroll
+	for (int j = 0; j < N; j++) {
+		const uint32_t byte = (uint32_t)__float2int_rn(res[j] * id2) & 0xFFu;
+		if ((j & 3) == 0) w[j >> 2] = byte;
+		else w[j >> 2] |= byte << (8 * (j & 3));
+	}
+}
+
+// The sum of the 16 signed bytes of w[0..4): dp4a with ones.
+__device__ __forceinline__ int bytesum16(const uint32_t w[4]) {
+	return __dp4a((int)w[3], 0x01010101,
+	              __dp4a((int)w[2], 0x01010101, __dp4a((int)w[1], 0x01010101, __dp4a((int)w[0], 0x01010101, 0))));
+}
+
 // The two int8 levels of one block of 32 activations e (see Xs), held by
 // one thread: no shuffles, 32 independent elements for the scheduler. The
 // block sum adds in the order of the earlier 8-lane version, ((s0 + s4) +
@@ -1607,24 +1639,12 @@ __device__ __forceinline__ void quant32(const float e[32], int b, int8_t *xq, in
 	const float id = d > 0.f ? __frcp_rn(d) : 0.f;
 	float res[32];
 	uint32_t w1[8];
-#pragma unroll
-	for (int j = 0; j < 32; j++) {
-		const float q = rintf(e[j] * id);
-		res[j] = __fmaf_rn(-q, d, e[j]);
-		const uint32_t byte = (uint32_t)(int)q & 0xFFu;
-		if ((j & 3) == 0) w1[j >> 2] = byte;
-		else w1[j >> 2] |= byte << (8 * (j & 3));
-	}
+	level1<32>(e, d, id, res, w1);
 	const float amax2 = max32(res);
 	const float d2 = amax2 / 127.f;
 	const float id2 = d2 > 0.f ? __frcp_rn(d2) : 0.f;
 	uint32_t w2[8];
-#pragma unroll
-	for (int j = 0; j < 32; j++) {
-		const uint32_t byte = (uint32_t)__float2int_rn(res[j] * id2) & 0xFFu;
-		if ((j & 3) == 0) w2[j >> 2] = byte;
-		else w2[j >> 2] |= byte << (8 * (j & 3));
-	}
+	level2<32>(res, id2, w2);
 	uint4 *o1 = (uint4 *)(xq + 32 * b), *o2 = (uint4 *)(xq2 + 32 * b);
 	o1[0] = make_uint4(w1[0], w1[1], w1[2], w1[3]);
 	o1[1] = make_uint4(w1[4], w1[5], w1[6], w1[7]);
@@ -1634,15 +1654,7 @@ __device__ __forceinline__ void quant32(const float e[32], int b, int8_t *xq, in
 	xd2[b] = d2;
 	xsum[b] = sum;
 	// byte sums of each half: dp4a with ones
-	int h1[2], h2[2];
-#pragma unroll
-	for (int k = 0; k < 2; k++) {
-		h1[k] = __dp4a((int)w1[4 * k + 3], 0x01010101, __dp4a((int)w1[4 * k + 2], 0x01010101,
-		              __dp4a((int)w1[4 * k + 1], 0x01010101, __dp4a((int)w1[4 * k], 0x01010101, 0))));
-		h2[k] = __dp4a((int)w2[4 * k + 3], 0x01010101, __dp4a((int)w2[4 * k + 2], 0x01010101,
-		              __dp4a((int)w2[4 * k + 1], 0x01010101, __dp4a((int)w2[4 * k], 0x01010101, 0))));
-	}
-	*(int4 *)(xs16 + 2 * b) = make_int4(h1[0], h2[0], h1[1], h2[1]);
+	*(int4 *)(xs16 + 2 * b) = make_int4(bytesum16(w1), bytesum16(w2), bytesum16(w1 + 4), bytesum16(w2 + 4));
 }
 
 // quant32 of (x * scale) * w (the order of the Go reference's RMSNorm), or x
@@ -1692,14 +1704,7 @@ __device__ __forceinline__ void quant16h(const float4 xv[4], const float4 wv[4],
 	const float id = d > 0.f ? __frcp_rn(d) : 0.f;
 	float res[16];
 	uint32_t w1[4];
-#pragma unroll
-	for (int j = 0; j < 16; j++) {
-		const float q = rintf(e[j] * id);
-		res[j] = __fmaf_rn(-q, d, e[j]);
-		const uint32_t byte = (uint32_t)(int)q & 0xFFu;
-		if ((j & 3) == 0) w1[j >> 2] = byte;
-		else w1[j >> 2] |= byte << (8 * (j & 3));
-	}
+	level1<16>(e, d, id, res, w1);
 #pragma unroll
 	for (int j = 0; j < 4; j++) a4[j] = fmaxf(fmaxf(fabsf(res[j]), fabsf(res[j + 4])), fmaxf(fabsf(res[j + 8]), fabsf(res[j + 12])));
 	float amax2 = fmaxf(fmaxf(a4[0], a4[1]), fmaxf(a4[2], a4[3]));
@@ -1707,20 +1712,11 @@ __device__ __forceinline__ void quant16h(const float4 xv[4], const float4 wv[4],
 	const float d2 = amax2 / 127.f;
 	const float id2 = d2 > 0.f ? __frcp_rn(d2) : 0.f;
 	uint32_t w2[4];
-#pragma unroll
-	for (int j = 0; j < 16; j++) {
-		const uint32_t byte = (uint32_t)__float2int_rn(res[j] * id2) & 0xFFu;
-		if ((j & 3) == 0) w2[j >> 2] = byte;
-		else w2[j >> 2] |= byte << (8 * (j & 3));
-	}
+	level2<16>(res, id2, w2);
 	if (!ok) return;
 	*(uint4 *)(xq + 32 * b + 16 * h) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
 	*(uint4 *)(xq2 + 32 * b + 16 * h) = make_uint4(w2[0], w2[1], w2[2], w2[3]);
-	const int h1 = __dp4a((int)w1[3], 0x01010101, __dp4a((int)w1[2], 0x01010101,
-	               __dp4a((int)w1[1], 0x01010101, __dp4a((int)w1[0], 0x01010101, 0))));
-	const int h2 = __dp4a((int)w2[3], 0x01010101, __dp4a((int)w2[2], 0x01010101,
-	               __dp4a((int)w2[1], 0x01010101, __dp4a((int)w2[0], 0x01010101, 0))));
-	xs16[2 * b + h] = make_int2(h1, h2);
+	xs16[2 * b + h] = make_int2(bytesum16(w1), bytesum16(w2));
 	if (h == 0) {
 		xd[b] = d;
 		xd2[b] = d2;
@@ -2311,6 +2307,54 @@ __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint3
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Tile row gr of a GEMM (in launch rows) as its matrix and row there.
+__device__ __forceinline__ void gemm_row(const GMats &gm, int gr, MatDev &bm, int &brow) {
+	if (gm.interleave) {
+		bm = (gr & 1) ? gm.m[1] : gm.m[0];
+		brow = gr >> 1;
+	} else if (gm.nmat == 1 || gr < gm.end[0]) {
+		bm = gm.m[0];
+		brow = gr;
+	} else if (gm.nmat == 2 || gr < gm.end[1]) {
+		bm = gm.m[1];
+		brow = gr - gm.end[0];
+	} else {
+		bm = gm.m[2];
+		brow = gr - gm.end[1];
+	}
+}
+
+// A warp's accumulators out (both GEMM main loops): c0,c1 at (token g, rows
+// 2t4, 2t4+1), c2,c3 at token g+8; with split-K (part) this split's sums,
+// added up (and the epilogue applied) by k_splitk_epi.
+template <int MI, int BM>
+__device__ __forceinline__ void gemm_epilogue(const float (&acc)[MI][4][4], const EpiDev &e, float *part, int n,
+                                              int nrows, int n0, int m0t, int wm, int wn, int lane) {
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+		for (int ni = 0; ni < 4; ni++) {
+			const int r = n0 + wn * 32 + ni * 8 + 2 * (lane & 3);
+			if (r >= nrows) continue;
+			const int t = m0t + wm * (BM / 2) + mi * 16 + (lane >> 2);
+			if (part) {
+				float *o = part + (size_t)blockIdx.z * n * nrows + r;
+				if (t < n) {
+					o[(size_t)t * nrows] = acc[mi][ni][0];
+					if (r + 1 < nrows) o[(size_t)t * nrows + 1] = acc[mi][ni][1];
+				}
+				if (t + 8 < n) {
+					o[(size_t)(t + 8) * nrows] = acc[mi][ni][2];
+					if (r + 1 < nrows) o[(size_t)(t + 8) * nrows + 1] = acc[mi][ni][3];
+				}
+				continue;
+			}
+			if (t < n) epi_pair(e, t, r, acc[mi][ni][0], acc[mi][ni][1], r + 1 < nrows);
+			if (t + 8 < n) epi_pair(e, t + 8, r, acc[mi][ni][2], acc[mi][ni][3], r + 1 < nrows);
+		}
+	}
+}
+
 // grid (ceil(nrows/128), ceil(n/BM)); nrows = the rows of all matrices.
 template <int T, int BM>
 __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const __half *__restrict__ Xh, int n, int nrows, EpiDev e,
@@ -2338,19 +2382,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const __hal
 	const bool b_ok = gr < nrows;
 	MatDev bm;
 	int brow;
-	if (gm.interleave) {
-		bm = (gr & 1) ? gm.m[1] : gm.m[0];
-		brow = gr >> 1;
-	} else if (gm.nmat == 1 || gr < gm.end[0]) {
-		bm = gm.m[0];
-		brow = gr;
-	} else if (gm.nmat == 2 || gr < gm.end[1]) {
-		bm = gm.m[1];
-		brow = gr - gm.end[0];
-	} else {
-		bm = gm.m[2];
-		brow = gr - gm.end[1];
-	}
+	gemm_row(gm, gr, bm, brow);
 
 	// a ring of ST k-tiles in registers (static indices: the k loop is
 	// unrolled by ST)
@@ -2429,31 +2461,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const __hal
 	}
 	}
 
-	// epilogue: c0,c1 at (token g, rows 2t4, 2t4+1); c2,c3 at token g+8
-#pragma unroll
-	for (int mi = 0; mi < MM_MI; mi++) {
-#pragma unroll
-		for (int ni = 0; ni < 4; ni++) {
-			const int r = n0 + wn * 32 + ni * 8 + 2 * (lane & 3);
-			if (r >= nrows) continue;
-			const int t = m0t + wm * (BM / 2) + mi * 16 + (lane >> 2);
-			if (part) {
-				// split-K: this split's sums, added up (and the epilogue applied) by k_splitk_epi
-				float *o = part + (size_t)blockIdx.z * n * nrows + r;
-				if (t < n) {
-					o[(size_t)t * nrows] = acc[mi][ni][0];
-					if (r + 1 < nrows) o[(size_t)t * nrows + 1] = acc[mi][ni][1];
-				}
-				if (t + 8 < n) {
-					o[(size_t)(t + 8) * nrows] = acc[mi][ni][2];
-					if (r + 1 < nrows) o[(size_t)(t + 8) * nrows + 1] = acc[mi][ni][3];
-				}
-				continue;
-			}
-			if (t < n) epi_pair(e, t, r, acc[mi][ni][0], acc[mi][ni][1], r + 1 < nrows);
-			if (t + 8 < n) epi_pair(e, t + 8, r, acc[mi][ni][2], acc[mi][ni][3], r + 1 < nrows);
-		}
-	}
+	gemm_epilogue<MM_MI, BM>(acc, e, part, n, nrows, n0, m0t, wm, wn, lane);
 }
 
 // ---- version 3 of the main loop: a cp.async ring in shared memory
@@ -2577,18 +2585,8 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma2(GMats gm, const __ha
 	if (!b_ok) {
 		bm = gm.m[0];  // zero-filled from row 0's address
 		brow = 0;
-	} else if (gm.interleave) {
-		bm = (gr & 1) ? gm.m[1] : gm.m[0];
-		brow = gr >> 1;
-	} else if (gm.nmat == 1 || gr < gm.end[0]) {
-		bm = gm.m[0];
-		brow = gr;
-	} else if (gm.nmat == 2 || gr < gm.end[1]) {
-		bm = gm.m[1];
-		brow = gr - gm.end[0];
 	} else {
-		bm = gm.m[2];
-		brow = gr - gm.end[1];
+		gemm_row(gm, gr, bm, brow);
 	}
 	const int b16 = b_ok ? 16 : 0;
 
@@ -2751,30 +2749,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma2(GMats gm, const __ha
 		}
 	}
 
-	// epilogue as k_gemm_mma: c0,c1 at (token g, rows 2t4, 2t4+1); c2,c3 at token g+8
-#pragma unroll
-	for (int mi = 0; mi < MI; mi++) {
-#pragma unroll
-		for (int ni = 0; ni < 4; ni++) {
-			const int r = n0 + wn * 32 + ni * 8 + 2 * (lane & 3);
-			if (r >= nrows) continue;
-			const int t = m0t + wm * (BM / 2) + mi * 16 + (lane >> 2);
-			if (part) {
-				float *o = part + (size_t)blockIdx.z * n * nrows + r;
-				if (t < n) {
-					o[(size_t)t * nrows] = acc[mi][ni][0];
-					if (r + 1 < nrows) o[(size_t)t * nrows + 1] = acc[mi][ni][1];
-				}
-				if (t + 8 < n) {
-					o[(size_t)(t + 8) * nrows] = acc[mi][ni][2];
-					if (r + 1 < nrows) o[(size_t)(t + 8) * nrows + 1] = acc[mi][ni][3];
-				}
-				continue;
-			}
-			if (t < n) epi_pair(e, t, r, acc[mi][ni][0], acc[mi][ni][1], r + 1 < nrows);
-			if (t + 8 < n) epi_pair(e, t + 8, r, acc[mi][ni][2], acc[mi][ni][3], r + 1 < nrows);
-		}
-	}
+	gemm_epilogue<MI, BM>(acc, e, part, n, nrows, n0, m0t, wm, wn, lane);
 }
 
 // y[8i..8i+8) = f16(x[8i..8i+8)), i < n8
@@ -2802,20 +2777,25 @@ __global__ void k_splitk_epi(const float *__restrict__ part, int splits, int n, 
 	epi_pair(e, t, r, v0, v1, has1);
 }
 
-// Launch k_gemm_mma2<T, BM> with its ring's shared memory (the limit raised
-// on every call, as the device may differ from the last call's).
+// Launch k_gemm_mma2<T, BM> with its ring's shared memory (the attributes
+// set once per context and instantiation: the context's device).
 template <int T, int BM>
 static int mm2_go(sk_ctx *ctx, dim3 grid, const GMats &gm, const __half *Xh, int n, int nrows, const EpiDev &e,
                   int kt_per, float *part) {
 	const int smem = mm2_smem(T, BM, mm2_stages(T, BM));
-	if (smem > 48 * 1024)
-		CK(ctx, cudaFuncSetAttribute(k_gemm_mma2<T, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	constexpr unsigned bit = 1u << ((T == SK_F16 ? 0 : T == SK_BF16 ? 1 : T == SK_Q8_0 ? 2 : T == SK_Q4_K ? 3 : 4) * 2 +
+	                                (BM == 128));
+	if (!(ctx->mm2_ready & bit)) {
+		if (smem > 48 * 1024)
+			CK(ctx, cudaFuncSetAttribute(k_gemm_mma2<T, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 #if MM2_CARVEOUT
-	// the most shared memory (least L1): so that MM_MINB rings fit an SM
-	// whatever the driver's own choice (the ring's copies bypass L1 anyway)
-	CK(ctx, cudaFuncSetAttribute(k_gemm_mma2<T, BM>, cudaFuncAttributePreferredSharedMemoryCarveout,
-	                             (int)cudaSharedmemCarveoutMaxShared));
+		// the most shared memory (least L1): so that MM_MINB rings fit an SM
+		// whatever the driver's own choice (the ring's copies bypass L1 anyway)
+		CK(ctx, cudaFuncSetAttribute(k_gemm_mma2<T, BM>, cudaFuncAttributePreferredSharedMemoryCarveout,
+		                             (int)cudaSharedmemCarveoutMaxShared));
 #endif
+		ctx->mm2_ready |= bit;
+	}
 	k_gemm_mma2<T, BM><<<grid, 256, smem, ctx->stream>>>(gm, Xh, n, nrows, e, kt_per, part);
 	CKLAUNCH(ctx);
 	return SK_OK;
