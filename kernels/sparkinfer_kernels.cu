@@ -52,6 +52,7 @@ struct sk_ctx {
 	size_t kpart_bytes;
 	int pdl;       // launch v2 GEMVs with programmatic dependent launch
 	unsigned mm2_ready;  // k_gemm_mma2 instantiations whose attributes are set (mm2_go)
+	int clusters;  // the device launches thread block clusters (decode attention's combine)
 };
 
 struct sk_matrix {
@@ -150,6 +151,8 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
 	const char *pv = getenv("SPARKINFER_PDL");
 	c->pdl = major >= 9 && !(pv && strcmp(pv, "0") == 0);
+	int cl = 0;
+	c->clusters = cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, device) == cudaSuccess && cl;
 	return c;
 }
 
@@ -1581,6 +1584,140 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
 }
 
+// Software-pipelined GEMV body (k_gemv2's P > 0; the kernels compiled for
+// Q8_0, Q4_K, Q6_K or Q4_K + Q6_K): a warp's row pairs are cut into items of
+// g2_item_cols columns, and the loads of item i + 1 go out before item i's
+// products, so every warp has loads in flight while it multiplies. Each lane
+// adds the same products in the same order as dot2_row (its columns in
+// increasing order), so the sums are the same bit for bit. The raw loads of
+// two items must fit the registers beside the products: a K-quant item is
+// 8 super-blocks (half of dot2_row's 16 in flight), a Q8_0 item P pieces of
+// 16 bytes per lane and row. A/B on the H200 (decode tok/s at 128 / 4k
+// tokens of context, against dot2_row): TinyLlama Q8_0 (P = 2) 1,185 / 908
+// against 1,140 / 895; TinyLlama Q4_K_M (2,048-column rows: one item per
+// pair) 1,177 / 902 against 1,051 / 818; 7B Q4_K_M (two items per pair)
+// 377 / 292 against 395 / 303, so rows of more than one K-quant item keep
+// dot2_row; 7B Q8_0 with P = 4 343 / 271, with 2 334 / 269, against
+// 328 / 269. G2_PIPE 0: dot2_row everywhere.
+#ifndef G2_PIPE
+#define G2_PIPE 1
+#endif
+// Q8_0 pipelines: the first item's loads go out before the programmatic
+// launch wait when the two-thread prologue runs (TinyLlama Q8_0 1,185 / 908
+// against 1,155 / 889 after the prologue; TinyLlama Q4_K_M lost 2.7% with
+// it, so the K-quant kernels load after the prologue). 0: never.
+#ifndef G2_PRE
+#define G2_PRE 1
+#endif
+
+// One item's raw loads for a lane (for both rows): Q8_0 r[u], r[U + u] and
+// scales h[u], h[U + u]; Q4_K r[0..5] = header a, header b, qs a (2), qs b
+// (2); Q6_K r[0..5] = ql a (2), qh a, ql b (2), qh b, s = their scales,
+// h[0], h[1] = their d.
+template <int U>
+struct G2Raw {
+	uint4 r[2 * U > 6 ? 2 * U : 6];
+	uint2 s[2];
+	__half h[2 * U > 2 ? 2 * U : 2];
+};
+
+template <int T, int U>
+__host__ __device__ constexpr int g2_item_cols() {
+	return T == SK_Q8_0 ? 512 * U : 2048;  // K-quants: 8 super-blocks (one per lane group of 4)
+}
+
+// Issue item c's loads of pair L (type t: T, or Q4_K / Q6_K in the mixed kernel).
+template <int T, int U>
+__device__ __forceinline__ void g2_ld(const PairLoc &L, int t, int c, int lane, G2Raw<U> &R) {
+	if (T == SK_Q8_0) {
+		const int cols = L.a.cols;
+		const int8_t *wa = (const int8_t *)L.a.q + (size_t)L.ra * cols, *wb = (const int8_t *)L.b.q + (size_t)L.rb * cols;
+		const __half *da = L.a.d + (size_t)L.ra * (cols / 32), *db = L.b.d + (size_t)L.rb * (cols / 32);
+		const int c0 = c * 512 * U + lane * 16;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const int cc = min(c0 + 512 * u, cols - 16);  // past the row: re-read, unused
+			R.r[u] = __ldg((const uint4 *)(wa + cc));
+			R.r[U + u] = __ldg((const uint4 *)(wb + cc));
+			R.h[u] = __ldg(da + (cc >> 5));
+			R.h[U + u] = __ldg(db + (cc >> 5));
+		}
+		return;
+	}
+	const int nsb = L.a.cols / 256;
+	const int sb = min(c * 8 + (lane >> 2), nsb - 1);  // past the row: re-read, unused
+	if (t == SK_Q4_K) {
+		const uint8_t *ba = (const uint8_t *)L.a.q + (size_t)L.ra * L.a.row_bytes + (size_t)sb * 144;
+		const uint8_t *bb = (const uint8_t *)L.b.q + (size_t)L.rb * L.b.row_bytes + (size_t)sb * 144;
+		const int qo = 16 + (lane & 3) * 32;
+		R.r[0] = __ldg((const uint4 *)ba);
+		R.r[1] = __ldg((const uint4 *)bb);
+		R.r[2] = __ldg((const uint4 *)(ba + qo));
+		R.r[3] = __ldg((const uint4 *)(ba + qo + 16));
+		R.r[4] = __ldg((const uint4 *)(bb + qo));
+		R.r[5] = __ldg((const uint4 *)(bb + qo + 16));
+	} else {
+		const uint8_t *ba = (const uint8_t *)L.a.q + (size_t)L.ra * L.a.row_bytes + (size_t)sb * 208;
+		const uint8_t *bb = (const uint8_t *)L.b.q + (size_t)L.rb * L.b.row_bytes + (size_t)sb * 208;
+		const int n = (lane >> 1) & 1, l0 = (lane & 1) * 16;
+		R.r[0] = __ldg((const uint4 *)(ba + n * 64 + l0));
+		R.r[1] = __ldg((const uint4 *)(ba + n * 64 + 32 + l0));
+		R.r[2] = __ldg((const uint4 *)(ba + 128 + n * 32 + l0));
+		R.s[0] = __ldg((const uint2 *)(ba + 192 + n * 8));
+		R.r[3] = __ldg((const uint4 *)(bb + n * 64 + l0));
+		R.r[4] = __ldg((const uint4 *)(bb + n * 64 + 32 + l0));
+		R.r[5] = __ldg((const uint4 *)(bb + 128 + n * 32 + l0));
+		R.s[1] = __ldg((const uint2 *)(bb + 192 + n * 8));
+		R.h[0] = __ldg(L.a.d + (size_t)L.ra * nsb + sb);
+		R.h[1] = __ldg(L.b.d + (size_t)L.rb * nsb + sb);
+	}
+}
+
+// Add item c's products (raw loads R, type t, rows of cols columns) to s0, s1.
+template <int T, int U>
+__device__ __forceinline__ void g2_mul(const G2Raw<U> &R, int t, int c, int cols, const Xs &x, int lane, float &s0,
+                                       float &s1) {
+	if (T == SK_Q8_0) {
+		const int c0 = c * 512 * U + lane * 16;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const int cu = c0 + 512 * u, cc = min(cu, cols - 16);
+			const int4 xv = *(const int4 *)(x.q + cc);
+			const int4 xr = *(const int4 *)(x.q2 + cc);
+			const float d1 = x.d[cc >> 5], d2 = x.d2[cc >> 5];
+			const int4 va = make_int4(R.r[u].x, R.r[u].y, R.r[u].z, R.r[u].w);
+			const int4 vb = make_int4(R.r[U + u].x, R.r[U + u].y, R.r[U + u].z, R.r[U + u].w);
+			const float ta = __half2float(R.h[u]) * (d1 * (float)dp4x4(va, xv) + d2 * (float)dp4x4(va, xr));
+			const float tb = __half2float(R.h[U + u]) * (d1 * (float)dp4x4(vb, xv) + d2 * (float)dp4x4(vb, xr));
+			const bool ok = cu < cols;
+			s0 += ok ? ta : 0.f;
+			s1 += ok ? tb : 0.f;
+		}
+		return;
+	}
+	const int nsb = cols / 256, su = c * 8 + (lane >> 2), sb = min(su, nsb - 1);
+	const bool ok = su < nsb;
+	float ta, tb;
+	if (t == SK_Q4_K) {
+		const int g = lane & 3;
+		const int cc = sb * 256 + g * 64;
+		const int4 *xq = (const int4 *)(x.q + cc), *xr = (const int4 *)(x.q2 + cc);
+		const int4 xl0 = xq[0], xl1 = xq[1], xh0 = xq[2], xh1 = xq[3];
+		const int4 rl0 = xr[0], rl1 = xr[1], rh0 = xr[2], rh1 = xr[3];
+		const int bl = cc >> 5, bh = bl + 1;
+		const float dl = x.d[bl], dh = x.d[bh], d2l = x.d2[bl], d2h = x.d2[bh], sl = x.s[bl], sh = x.s[bh];
+		ta = q4k_part(R.r[0], R.r[2], R.r[3], g, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl, sh);
+		tb = q4k_part(R.r[1], R.r[4], R.r[5], g, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl, sh);
+	} else {
+		const int n = (lane >> 1) & 1, p = lane & 1;
+		const int c0 = sb * 256 + n * 128 + p * 16;
+		ta = q6k_part(R.r[0], R.r[1], R.r[2], R.s[0], p, __half2float(R.h[0]), x, c0);
+		tb = q6k_part(R.r[3], R.r[4], R.r[5], R.s[1], p, __half2float(R.h[1]), x, c0);
+	}
+	s0 += ok ? ta : 0.f;
+	s1 += ok ? tb : 0.f;
+}
+
 // max |v[j]| over 32 values, as a tree
 __device__ __forceinline__ float max32(const float v[32]) {
 	float a[8];
@@ -1765,7 +1902,7 @@ __device__ __forceinline__ void g2_prefetch(const Mats &ms, int bid, int nblk, i
 	}
 }
 
-template <int T, bool MK>
+template <int T, bool MK, int P = 0>
 __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const float *__restrict__ normw, float eps,
                                         int need_q, int need_f, int t0, const EpiDev &e, unsigned char *g2_smem,
                                         int bid, int nblk) {
@@ -1808,202 +1945,293 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	const bool ph = G2_HALF && pq && nb32 <= G2_WARPS * 16;
 	const int hb = threadIdx.x >> 1, hh = threadIdx.x & 1;
 	const bool hok = ph && hb < nb32;
-	float4 wr[8], xr[8];
-	if (pq && !ph && normw && b0 < nb32) {
+	// P > 0: the pipelined body (kernels for Q8_0, Q4_K, Q6_K and Q4_K + Q6_K,
+	// where every matrix is quantized: no float activations). Its first item's
+	// loads go out before the wait (G2_PRE, Q8_0) when the two-thread prologue
+	// runs (its registers leave room for them), else after the prologue.
+	constexpr bool PIPE = P > 0 && !MK;
+	static_assert(!PIPE || T == SK_Q8_0 || T == SK_Q4_K || T == SK_Q6_K || T == G2_Q4K_Q6K, "pipelined types");
+	constexpr int U = P > 0 ? P : 1;
+	G2Raw<U> A, B;
+	int tA = T;
+	auto first = [&]() {
+		if (p0 < npairs) {
+			const PairLoc L = locate(ms, p0, total);
+			tA = T == G2_Q4K_Q6K ? L.ta : T;
+			g2_ld<T, U>(L, tA, 0, lane, A);
+		}
+	};
+	if (PIPE && G2_PRE && T == SK_Q8_0 && ph) {
+		first();
+		float4 wr[4], xr[4];
+		if (hok && normw) {
 #pragma unroll
-		for (int i = 0; i < 8; i++) wr[i] = __ldg((const float4 *)normw + 8 * b0 + i);
-	}
-	if (hok && normw) {
-#pragma unroll
-		for (int i = 0; i < 4; i++) wr[i] = __ldg((const float4 *)normw + 8 * hb + 4 * hh + i);
-	}
-	// (launched with programmatic dependent launch: x and the epilogue's
-	// outputs belong to the predecessor until here)
-	if (!MK) {
+			for (int i = 0; i < 4; i++) wr[i] = __ldg((const float4 *)normw + 8 * hb + 4 * hh + i);
+		}
 		pdl_trigger();
 		pdl_wait();
-	}
-	TRACE_MARK(tr_k1);
-
-	// the norm scale, then the activation in shared memory (two int8 levels
-	// for quantized weights, floats for float weights)
-	float scale = 1.f;
-	// a thread's second block of 32 (more than 256 blocks: 7B's down GEMV)
-	// is loaded with its first, not one L2 round trip later
-	const int b1 = b0 + G2_WARPS * 32;
-	const bool two = pq && !ph && b1 < nb32;
-	float4 xr1[8];
-	if (pq && !ph && b0 < nb32) {
+		TRACE_MARK(tr_k1);
+		if (hok) {
 #pragma unroll
-		for (int i = 0; i < 8; i++) xr[i] = ldx4<MK>(x, 8 * b0 + i);
-	}
-	if (hok) {
-#pragma unroll
-		for (int i = 0; i < 4; i++) xr[i] = ldx4<MK>(x, 8 * hb + 4 * hh + i);
-	}
-	if (two) {
-#pragma unroll
-		for (int i = 0; i < 8; i++) xr1[i] = ldx4<MK>(x, 8 * b1 + i);
-	}
-	if (normw) {
-		float ss = 0.f;
-		if (ph) {
+			for (int i = 0; i < 4; i++) xr[i] = ldx4<MK>(x, 8 * hb + 4 * hh + i);
+		}
+		float scale = 1.f;
+		if (normw) {
+			float ss = 0.f;
 			if (hok) {
 #pragma unroll
 				for (int i = 0; i < 4; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
 			}
-		} else if (pq) {
-			if (b0 < nb32) {
+			ss = warp_sum(ss);
+			if (lane == 0) red[warp] = ss;
+			__syncthreads();
+			float tot = 0.f;
 #pragma unroll
-				for (int i = 0; i < 8; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
-			}
-			if (two) {
-#pragma unroll
-				for (int i = 0; i < 8; i++)
-					ss += xr1[i].x * xr1[i].x + xr1[i].y * xr1[i].y + xr1[i].z * xr1[i].z + xr1[i].w * xr1[i].w;
-			}
-			for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
-				float4 v[8];
-#pragma unroll
-				for (int i = 0; i < 8; i++) v[i] = ldx4<MK>(x, 8 * b + i);
-#pragma unroll
-				for (int i = 0; i < 8; i++) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
-			}
-		} else {
-			for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += ldx1<MK>(x, i) * ldx1<MK>(x, i);
+			for (int w = 0; w < G2_WARPS; w++) tot += red[w];
+			scale = rsqrtf(tot / cols + eps);
 		}
-		ss = warp_sum(ss);
-		if (lane == 0) red[warp] = ss;
-		__syncthreads();
-		float tot = 0.f;
-#pragma unroll
-		for (int w = 0; w < G2_WARPS; w++) tot += red[w];
-		scale = rsqrtf(tot / cols + eps);
-	}
-	if (need_f) {
-		for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
-	}
-	if (ph) {
 		if (hb < G2_WARPS * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
 			quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
-	} else if (pq) {
-		if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum, xs16);
+	} else {
+		float4 wr[8], xr[8];
+		if (pq && !ph && normw && b0 < nb32) {
+	#pragma unroll
+			for (int i = 0; i < 8; i++) wr[i] = __ldg((const float4 *)normw + 8 * b0 + i);
+		}
+		if (hok && normw) {
+	#pragma unroll
+			for (int i = 0; i < 4; i++) wr[i] = __ldg((const float4 *)normw + 8 * hb + 4 * hh + i);
+		}
+		// (launched with programmatic dependent launch: x and the epilogue's
+		// outputs belong to the predecessor until here)
+		if (!MK) {
+			pdl_trigger();
+			pdl_wait();
+		}
+		TRACE_MARK(tr_k1);
+
+		// the norm scale, then the activation in shared memory (two int8 levels
+		// for quantized weights, floats for float weights)
+		float scale = 1.f;
+		// a thread's second block of 32 (more than 256 blocks: 7B's down GEMV)
+		// is loaded with its first, not one L2 round trip later
+		const int b1 = b0 + G2_WARPS * 32;
+		const bool two = pq && !ph && b1 < nb32;
+		float4 xr1[8];
+		if (pq && !ph && b0 < nb32) {
+	#pragma unroll
+			for (int i = 0; i < 8; i++) xr[i] = ldx4<MK>(x, 8 * b0 + i);
+		}
+		if (hok) {
+	#pragma unroll
+			for (int i = 0; i < 4; i++) xr[i] = ldx4<MK>(x, 8 * hb + 4 * hh + i);
+		}
 		if (two) {
-			float4 wv[8];
-#pragma unroll
-			for (int i = 0; i < 8; i++) wv[i] = normw ? __ldg((const float4 *)normw + 8 * b1 + i) : make_float4(1.f, 1.f, 1.f, 1.f);
-			quant32n(xr1, wv, normw != nullptr, scale, b1, xq, xq2, xd, xd2, xsum, xs16);
+	#pragma unroll
+			for (int i = 0; i < 8; i++) xr1[i] = ldx4<MK>(x, 8 * b1 + i);
 		}
-		for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
-			float4 xv[8], wv[8];
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-				xv[i] = ldx4<MK>(x, 8 * b + i);
-				wv[i] = normw ? __ldg((const float4 *)normw + 8 * b + i) : make_float4(1.f, 1.f, 1.f, 1.f);
+		if (normw) {
+			float ss = 0.f;
+			if (ph) {
+				if (hok) {
+	#pragma unroll
+					for (int i = 0; i < 4; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
+				}
+			} else if (pq) {
+				if (b0 < nb32) {
+	#pragma unroll
+					for (int i = 0; i < 8; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
+				}
+				if (two) {
+	#pragma unroll
+					for (int i = 0; i < 8; i++)
+						ss += xr1[i].x * xr1[i].x + xr1[i].y * xr1[i].y + xr1[i].z * xr1[i].z + xr1[i].w * xr1[i].w;
+				}
+				for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
+					float4 v[8];
+	#pragma unroll
+					for (int i = 0; i < 8; i++) v[i] = ldx4<MK>(x, 8 * b + i);
+	#pragma unroll
+					for (int i = 0; i < 8; i++) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+				}
+			} else {
+				for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += ldx1<MK>(x, i) * ldx1<MK>(x, i);
 			}
-			quant32n(xv, wv, normw != nullptr, scale, b, xq, xq2, xd, xd2, xsum, xs16);
+			ss = warp_sum(ss);
+			if (lane == 0) red[warp] = ss;
+			__syncthreads();
+			float tot = 0.f;
+	#pragma unroll
+			for (int w = 0; w < G2_WARPS; w++) tot += red[w];
+			scale = rsqrtf(tot / cols + eps);
 		}
-	} else if (need_q) {
-		// unaligned or odd lengths: 8 lanes per block of 32 (4 elements
-		// each), 4 blocks per warp step; the loop is warp-uniform for the
-		// shuffles
-		const int ngroups = cols / 32;
-		for (int base = warp * 4; base < ngroups; base += G2_WARPS * 4) {
-			const int g = base + (lane >> 3);
-			const bool ok = g < ngroups;
-			const int i = g * 32 + (lane & 7) * 4;
-			float v[4] = {0.f, 0.f, 0.f, 0.f};
-			if (ok) {
-#pragma unroll
-				for (int k = 0; k < 4; k++) v[k] = normw ? ldx1<MK>(x, i + k) * scale * normw[i + k] : ldx1<MK>(x, i + k);
+		if (need_f) {
+			for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
+		}
+		if (ph) {
+			if (hb < G2_WARPS * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
+				quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
+		} else if (pq) {
+			if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum, xs16);
+			if (two) {
+				float4 wv[8];
+	#pragma unroll
+				for (int i = 0; i < 8; i++) wv[i] = normw ? __ldg((const float4 *)normw + 8 * b1 + i) : make_float4(1.f, 1.f, 1.f, 1.f);
+				quant32n(xr1, wv, normw != nullptr, scale, b1, xq, xq2, xd, xd2, xsum, xs16);
 			}
-			float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-#pragma unroll
-			for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-			const float d = amax / 127.f;
-			const float id = d > 0.f ? 1.f / d : 0.f;
-			float q[4], res[4];
-#pragma unroll
-			for (int k = 0; k < 4; k++) {
-				q[k] = rintf(v[k] * id);
-				res[k] = __fmaf_rn(-q[k], d, v[k]);
+			for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
+				float4 xv[8], wv[8];
+	#pragma unroll
+				for (int i = 0; i < 8; i++) {
+					xv[i] = ldx4<MK>(x, 8 * b + i);
+					wv[i] = normw ? __ldg((const float4 *)normw + 8 * b + i) : make_float4(1.f, 1.f, 1.f, 1.f);
+				}
+				quant32n(xv, wv, normw != nullptr, scale, b, xq, xq2, xd, xd2, xsum, xs16);
 			}
-			float amax2 = fmaxf(fmaxf(fabsf(res[0]), fabsf(res[1])), fmaxf(fabsf(res[2]), fabsf(res[3])));
-#pragma unroll
-			for (int o = 4; o > 0; o >>= 1) amax2 = fmaxf(amax2, __shfl_xor_sync(0xffffffffu, amax2, o));
-			const float d2 = amax2 / 127.f;
-			const float id2 = d2 > 0.f ? 1.f / d2 : 0.f;
-			float s = (v[0] + v[1]) + (v[2] + v[3]);
-#pragma unroll
-			for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-			char4 c1, c2;
-			c1.x = (signed char)(int)q[0];
-			c1.y = (signed char)(int)q[1];
-			c1.z = (signed char)(int)q[2];
-			c1.w = (signed char)(int)q[3];
-			c2.x = (signed char)__float2int_rn(res[0] * id2);
-			c2.y = (signed char)__float2int_rn(res[1] * id2);
-			c2.z = (signed char)__float2int_rn(res[2] * id2);
-			c2.w = (signed char)__float2int_rn(res[3] * id2);
-			// the sums of each level over the half block (4 lanes)
-			int h1 = (int)c1.x + c1.y + c1.z + c1.w, h2 = (int)c2.x + c2.y + c2.z + c2.w;
-#pragma unroll
-			for (int o = 2; o > 0; o >>= 1) {
-				h1 += __shfl_xor_sync(0xffffffffu, h1, o);
-				h2 += __shfl_xor_sync(0xffffffffu, h2, o);
-			}
-			if (ok) {
-				*(char4 *)(xq + i) = c1;
-				*(char4 *)(xq2 + i) = c2;
-				if ((lane & 3) == 0) xs16[2 * g + ((lane >> 2) & 1)] = make_int2(h1, h2);
-				if ((lane & 7) == 0) {
-					xd[g] = d;
-					xd2[g] = d2;
-					xsum[g] = s;
+		} else if (need_q) {
+			// unaligned or odd lengths: 8 lanes per block of 32 (4 elements
+			// each), 4 blocks per warp step; the loop is warp-uniform for the
+			// shuffles
+			const int ngroups = cols / 32;
+			for (int base = warp * 4; base < ngroups; base += G2_WARPS * 4) {
+				const int g = base + (lane >> 3);
+				const bool ok = g < ngroups;
+				const int i = g * 32 + (lane & 7) * 4;
+				float v[4] = {0.f, 0.f, 0.f, 0.f};
+				if (ok) {
+	#pragma unroll
+					for (int k = 0; k < 4; k++) v[k] = normw ? ldx1<MK>(x, i + k) * scale * normw[i + k] : ldx1<MK>(x, i + k);
+				}
+				float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+	#pragma unroll
+				for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+				const float d = amax / 127.f;
+				const float id = d > 0.f ? 1.f / d : 0.f;
+				float q[4], res[4];
+	#pragma unroll
+				for (int k = 0; k < 4; k++) {
+					q[k] = rintf(v[k] * id);
+					res[k] = __fmaf_rn(-q[k], d, v[k]);
+				}
+				float amax2 = fmaxf(fmaxf(fabsf(res[0]), fabsf(res[1])), fmaxf(fabsf(res[2]), fabsf(res[3])));
+	#pragma unroll
+				for (int o = 4; o > 0; o >>= 1) amax2 = fmaxf(amax2, __shfl_xor_sync(0xffffffffu, amax2, o));
+				const float d2 = amax2 / 127.f;
+				const float id2 = d2 > 0.f ? 1.f / d2 : 0.f;
+				float s = (v[0] + v[1]) + (v[2] + v[3]);
+	#pragma unroll
+				for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+				char4 c1, c2;
+				c1.x = (signed char)(int)q[0];
+				c1.y = (signed char)(int)q[1];
+				c1.z = (signed char)(int)q[2];
+				c1.w = (signed char)(int)q[3];
+				c2.x = (signed char)__float2int_rn(res[0] * id2);
+				c2.y = (signed char)__float2int_rn(res[1] * id2);
+				c2.z = (signed char)__float2int_rn(res[2] * id2);
+				c2.w = (signed char)__float2int_rn(res[3] * id2);
+				// the sums of each level over the half block (4 lanes)
+				int h1 = (int)c1.x + c1.y + c1.z + c1.w, h2 = (int)c2.x + c2.y + c2.z + c2.w;
+	#pragma unroll
+				for (int o = 2; o > 0; o >>= 1) {
+					h1 += __shfl_xor_sync(0xffffffffu, h1, o);
+					h2 += __shfl_xor_sync(0xffffffffu, h2, o);
+				}
+				if (ok) {
+					*(char4 *)(xq + i) = c1;
+					*(char4 *)(xq2 + i) = c2;
+					if ((lane & 3) == 0) xs16[2 * g + ((lane >> 2) & 1)] = make_int2(h1, h2);
+					if ((lane & 7) == 0) {
+						xd[g] = d;
+						xd2[g] = d2;
+						xsum[g] = s;
+					}
 				}
 			}
 		}
+		if (PIPE) first();
 	}
 	__syncthreads();
 	TRACE_MARK(tr_k2);
 	const Xs xs{xq, xq2, xd, xd2, xsum, xs16, xf};
 
-	for (int p = p0; p < npairs; p += nblk * G2_WARPS) {
-		const PairLoc L = locate(ms, p, total);
-		float s0, s1;
-		if (T == G2_Q4K_Q6K) {
-			// Q4_K matrices and a Q6_K one (no pair straddles two matrices)
-			if (L.ta == SK_Q6_K) dot2_row(SK_Q6_K, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
-			else dot2_row(SK_Q4_K, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
-		} else if (T >= 0) {
-			dot2_row(T, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
-		} else if (L.ta == L.tb) {
-			dot2_row(L.ta, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
-		} else {
-			float unused;
-			dot2_row(L.ta, L.a, L.ra, L.a, L.ra, xs, lane, s0, unused);
-			dot2_row(L.tb, L.b, L.rb, L.b, L.rb, xs, lane, s1, unused);
+	if (PIPE) {
+		constexpr int IC = g2_item_cols<T, U>();
+		const int nch = (cols + IC - 1) / IC, stride = nblk * G2_WARPS;
+		int p = p0, c = 0, tc = tA;
+		float s0 = 0.f, s1 = 0.f;
+		// one item: the next item's loads into nxt, then cur's products (and
+		// after a pair's last item its sums out); false past the warp's pairs
+		auto step = [&](G2Raw<U> &cur, G2Raw<U> &nxt) {
+			int pn = p, cn = c + 1;
+			if (cn == nch) {
+				cn = 0;
+				pn += stride;
+			}
+			int tn = tc;
+			if (pn < npairs) {
+				const PairLoc Ln = locate(ms, pn, total);
+				tn = T == G2_Q4K_Q6K ? Ln.ta : T;
+				g2_ld<T, U>(Ln, tn, cn, lane, nxt);
+			}
+			g2_mul<T, U>(cur, tc, c, cols, xs, lane, s0, s1);
+			if (cn == 0) {
+				s0 = warp_sum(s0);
+				s1 = warp_sum(s1);
+				if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, ms.swiglu || 2 * p + 1 < total);
+				s0 = s1 = 0.f;
+			}
+			p = pn;
+			c = cn;
+			tc = tn;
+			return p < npairs;
+		};
+		if (p < npairs)
+			while (step(A, B) && step(B, A)) {
+			}
+	} else {
+		for (int p = p0; p < npairs; p += nblk * G2_WARPS) {
+			const PairLoc L = locate(ms, p, total);
+			float s0, s1;
+			if (T == G2_Q4K_Q6K) {
+				// Q4_K matrices and a Q6_K one (no pair straddles two matrices)
+				if (L.ta == SK_Q6_K) dot2_row(SK_Q6_K, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
+				else dot2_row(SK_Q4_K, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
+			} else if (T >= 0) {
+				dot2_row(T, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
+			} else if (L.ta == L.tb) {
+				dot2_row(L.ta, L.a, L.ra, L.b, L.rb, xs, lane, s0, s1);
+			} else {
+				float unused;
+				dot2_row(L.ta, L.a, L.ra, L.a, L.ra, xs, lane, s0, unused);
+				dot2_row(L.tb, L.b, L.rb, L.b, L.rb, xs, lane, s1, unused);
+			}
+			s0 = warp_sum(s0);
+			s1 = warp_sum(s1);
+			if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, L.has1);
 		}
-		s0 = warp_sum(s0);
-		s1 = warp_sum(s1);
-		if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, L.has1);
 	}
 #if SK_TRACE
 	if (!MK) trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, T, nblk, bid, cols, total);
 #endif
 }
 
-template <int T>
+// P: 0 the dot2_row body, else the pipelined one (Q8_0: P pieces per item)
+template <int T, int P = 0>
 __global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const float *__restrict__ x,
                                                          const float *__restrict__ normw, float eps, int need_q,
                                                          int need_f, int t0, EpiDev e) {
 	extern __shared__ __align__(16) unsigned char g2_smem[];
-	g2_body<T, false>(ms, x, normw, eps, need_q, need_f, t0, e, g2_smem, blockIdx.x, gridDim.x);
+	g2_body<T, false, P>(ms, x, normw, eps, need_q, need_f, t0, e, g2_smem, blockIdx.x, gridDim.x);
 }
 
 typedef void (*gemv2_fn)(Mats, const float *, const float *, float, int, int, int, EpiDev);
-static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>, k_gemv2<SK_Q8_0>, k_gemv2<SK_Q4_K>, k_gemv2<SK_Q6_K>,
-                                         k_gemv2<G2_Q4K_Q6K>};
+// [0..4]: dot2_row bodies (any type, Q8_0, Q4_K, Q6_K, Q4_K + Q6_K); [5..9]
+// pipelined: Q8_0 with 2 and 4 pieces per item, Q4_K, Q6_K, Q4_K + Q6_K
+static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>,          k_gemv2<SK_Q8_0>,    k_gemv2<SK_Q4_K>,
+                                         k_gemv2<SK_Q6_K>,     k_gemv2<G2_Q4K_Q6K>, k_gemv2<SK_Q8_0, 2>,
+                                         k_gemv2<SK_Q8_0, 4>,  k_gemv2<SK_Q4_K, 1>, k_gemv2<SK_Q6_K, 1>,
+                                         k_gemv2<G2_Q4K_Q6K, 1>};
 
 #ifndef G2_MIX
 #define G2_MIX 1  // 0: the generic kernel for Q4_K + Q6_K too (A/B)
@@ -2015,19 +2243,25 @@ static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>, k_gemv2<SK_Q8_0>, k_gemv2<
 // products (ncu measured the generic kernel, every type compiled in, at
 // 1.17 TB/s of weights there against 1.83 for uniform Q4_K; A/B on the
 // H200: 7B Q4_K_M decode 371.6 instead of 356.3 tok/s); else the generic one.
+// With G2_PIPE the quantized kernels pipeline their loads (see G2Raw): Q8_0
+// with 2 pieces per item up to 2,048 columns and 4 beyond (A/B: TinyLlama
+// Q8_0 1,185 / 908 with 2 against 1,136 / 884 with 4), the K-quants when a
+// row is one item (2,048 columns or fewer).
 static gemv2_fn gemv2_pick(int nmat, const sk_matrix *const *W, bool swiglu) {
 	int u = W[0]->type;
 	for (int i = 1; i < nmat; i++)
 		if (W[i]->type != u) u = -1;
+	const int cols = W[0]->cols;
+	const bool kp = G2_PIPE && cols <= g2_item_cols<SK_Q4_K, 1>();
 	switch (u) {
-	case SK_Q8_0: return gemv2_kernels[1];
-	case SK_Q4_K: return gemv2_kernels[2];
-	case SK_Q6_K: return gemv2_kernels[3];
+	case SK_Q8_0: return G2_PIPE ? gemv2_kernels[cols <= 2048 ? 5 : 6] : gemv2_kernels[1];
+	case SK_Q4_K: return gemv2_kernels[kp ? 7 : 2];
+	case SK_Q6_K: return gemv2_kernels[kp ? 8 : 3];
 	}
 	if (u != -1 || !G2_MIX || swiglu || nmat < 2 || W[nmat - 1]->type != SK_Q6_K) return gemv2_kernels[0];
 	for (int i = 0; i + 1 < nmat; i++)
 		if (W[i]->type != SK_Q4_K) return gemv2_kernels[0];
-	return gemv2_kernels[4];
+	return gemv2_kernels[kp ? 9 : 4];
 }
 
 // Raise the dynamic shared memory limit of every k_gemv2 instantiation.
@@ -3023,6 +3257,25 @@ __host__ __device__ __forceinline__ int att2_min(int G) {
 #ifndef ATT2_PER_SM
 #define ATT2_PER_SM 2
 #endif
+// Decode attention's splits of a kv head in thread block clusters of up to
+// ATT_CLN (grid rows rounded down to a multiple of it): when a context has at
+// most ATT_CLN splits, the cluster merges them through distributed shared
+// memory, with no partials in global memory, no fence and no counter.
+// 2: only when heads share kv heads (G > 1); 1: always; 0: never (the last
+// block's combine through L2). A/B on the H200 (decode tok/s at 128 / 4k
+// tokens of context, same machine start): TinyLlama Q8_0 1,133 / 900 with
+// it against 1,117 / 865, TinyLlama Q4_K_M 1,055 / 819 against 1,026 / 815;
+// 7B Q4_K_M (G = 1, 8 splits at 4k) lost with clusters, 390 / 267 against
+// 396 / 303 (why is not measured: a cluster's blocks must be placed
+// together).
+// Also measured and dropped: launching the attention with programmatic
+// dependent launch, its first key batch loaded before the wait (TinyLlama
+// Q8_0 1,071 / 853 against 1,117 / 865, 7B Q4_K_M 379 / 297 against
+// 396 / 303).
+#ifndef ATT_CLU
+#define ATT_CLU 2
+#endif
+#define ATT_CLN 8
 #ifndef ATT2_TRIGGER
 #define ATT2_TRIGGER 1  // let the next GEMV launch while attention runs
 #endif
@@ -3035,6 +3288,9 @@ __device__ __forceinline__ int att2_chunk(int n, int nsplit, int G) {
 	return (c + 31) & ~31;
 }
 
+// whether decode attention for G heads per kv head runs in clusters
+static bool att2_clu(const sk_ctx *ctx, int G) { return ctx->clusters && (ATT_CLU == 1 || (ATT_CLU == 2 && G > 1)); }
+
 static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	// one wave: k_attn3_split runs two blocks per SM (its register budget);
 	// rounding up put 288 blocks on 264 places for 7B's 32 kv heads and
@@ -3043,6 +3299,7 @@ static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	const int mn = att2_min(n_head / n_kv);
 	const int cap = (max_ctx + mn - 1) / mn;
 	if (ns > cap) ns = cap;
+	if (att2_clu(ctx, n_head / n_kv) && ns > ATT_CLN) ns -= ns % ATT_CLN;  // whole clusters
 	return ns < 1 ? 1 : ns;
 }
 
@@ -3092,14 +3349,22 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 #define ATT_CF 2304  // factors in shared memory: G x ns <= 8 heads x 288 splits
 // Decode attention with the keys of each batch staged in shared memory
 // (when heads share kv heads, G > 1, and a batch of 32 keys per stripe fits
-// ATT_STG_BYTES): the block copies K and V once, coalesced, where each warp
+// att_stg_bytes): the block copies K and V once, coalesced, where each warp
 // (one query head of the G) loaded its lanes' key rows itself, G times over
 // and 32 rows per load instruction. 0: every kernel loads from global
 // memory (A/B).
 #ifndef ATT_STG
 #define ATT_STG 1
 #endif
+// Staging bytes per block for head_dim <= 64 and <= 128. A block stages as
+// many whole 32-key batches of its split at once as fit (TinyLlama: 96 keys,
+// a 4k context's whole split), then computes them one by one: one round trip
+// per staging instead of per batch.
+#ifndef ATT_STG_BYTES1
+#define ATT_STG_BYTES1 27648
+#endif
 #define ATT_STG_BYTES 18432
+__host__ __device__ constexpr int att_stg_bytes(int maxd2) { return maxd2 == 1 ? ATT_STG_BYTES1 : ATT_STG_BYTES; }
 __device__ __forceinline__ void att2_combine(const float *part, float *out, int kvh, int G, int hd, int nsplit,
                                              int ns) {
 	__shared__ float cf[ATT_CF];
@@ -3128,7 +3393,9 @@ __device__ __forceinline__ void att2_combine(const float *part, float *out, int 
 	constexpr int CB = ATT_CB;
 	const int nout = G * hd;
 	for (int idx0 = threadIdx.x; idx0 < nout; idx0 += 2 * blockDim.x) {
-		// two outputs per thread per pass, their loads in flight together
+		// two outputs per thread per pass, their loads in flight together;
+		// splits past ns are not loaded (a clamped load of split ns - 1 was
+		// CB - ns redundant L2 reads per output at short contexts)
 		const int idx1 = idx0 + blockDim.x;
 		const bool has1 = idx1 < nout;
 		const int g0 = idx0 / hd, d0 = idx0 - g0 * hd;
@@ -3140,9 +3407,9 @@ __device__ __forceinline__ void att2_combine(const float *part, float *out, int 
 			float v0[CB], v1[CB];
 #pragma unroll
 			for (int u = 0; u < CB; u++) {
-				const int j = min(j0 + u, ns - 1);
-				v0[u] = __ldcg(pb0 + (size_t)j * (hd + 2));
-				v1[u] = __ldcg(pb1 + (size_t)j * (hd + 2));
+				const int j = j0 + u;
+				v0[u] = j < ns ? __ldcg(pb0 + (size_t)j * (hd + 2)) : 0.f;
+				v1[u] = j < ns && has1 ? __ldcg(pb1 + (size_t)j * (hd + 2)) : 0.f;
 			}
 #pragma unroll
 			for (int u = 0; u < CB; u++) {
@@ -3186,7 +3453,7 @@ __device__ __forceinline__ V ldkv(const V *p) {
 	return MK ? *p : __ldg(p);
 }
 
-template <int MAXD2, bool MK, bool STG>
+template <int MAXD2, bool MK, bool STG, bool CLU = false>
 __device__ __forceinline__ void att3_item(const float *q, const __half *kc, const __half *vc, float *part, float *out,
                                           int *counter, int n_head, int n_kv, int hd, int max_ctx, int nsplit,
                                           const int32_t *pos, int kvh, int s) {
@@ -3197,7 +3464,19 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	const int n = min(*pos + 1, max_ctx);
 	const int chunk = att2_chunk(n, nsplit, G);
 	const int start = s * chunk;
-	if (start >= n) return;
+	const int ns = (n + chunk - 1) / chunk;
+	// CLU (launched in clusters of the grid's consecutive splits): a context of
+	// 2..cluster-size splits is merged in the first cluster of each kv head,
+	// whose blocks past the context still take part in its two barriers
+	const int csize = CLU ? (int)cooperative_groups::this_cluster().num_blocks() : 1;
+	const bool cmerge = CLU && ns > 1 && ns <= csize;
+	if (start >= n) {
+		if (cmerge && s < csize) {
+			cooperative_groups::this_cluster().sync();
+			cooperative_groups::this_cluster().sync();
+		}
+		return;
+	}
 	const int end = min(n, start + chunk);
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int g = warp % G, stripe = warp / G;
@@ -3218,13 +3497,15 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	const int nkr = min(hd / 8, KR);
 	uint4 kr[KR];
 	__half2 vr[KB][MAXD2];
-	// STG: the block's keys of one batch (32 per stripe) staged in shared
-	// memory, K rows padded to an odd multiple of 16 bytes (each lane reads
-	// its own key's row without bank conflicts); kbase is the batch's first
-	// key, rows past end hold key end - 1 (as the clamped loads below)
-	__shared__ __align__(16) __half kvs[STG ? ATT_STG_BYTES / 2 : 8];
+	// STG: the block's keys of up to cap keys (whole batches of 32 per stripe)
+	// staged in shared memory, K rows padded to an odd multiple of 16 bytes
+	// (each lane reads its own key's row without bank conflicts); kbase is the
+	// first staged key, rows past end hold key end - 1 (as the clamped loads
+	// below)
+	__shared__ __align__(16) __half kvs[STG ? att_stg_bytes(MAXD2) / 2 : 8];
 	const int ldk = hd + 8;
-	const __half *Ks = kvs, *Vs = kvs + 32 * S * ldk;
+	const int cap = STG ? att_stg_bytes(MAXD2) / ((ldk + hd) * 2) / (32 * S) * (32 * S) : 0;
+	const __half *Ks = kvs, *Vs = kvs + cap * ldk;
 	int kbase = 0;
 	auto issue_k = [&](int k0) {
 		const uint4 *kp = STG ? (const uint4 *)(Ks + (k0 + lane - kbase) * ldk)
@@ -3298,26 +3579,30 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		}
 	};
 	if (STG) {
-		// batches of 32 S keys: every thread copies 16-byte pieces of K and V
-		// rows (coalesced), then each warp reads its stripe from shared memory
+		// up to cap keys at a time (batches of 32 S keys): every thread copies
+		// 16-byte pieces of K and V rows (coalesced), then each warp reads its
+		// stripe of each batch from shared memory
 		const int c8 = hd / 8;
-		for (int k0b = start; k0b < end; k0b += 32 * S) {
-			if (k0b != start) __syncthreads();  // every warp is done with the last batch
-			for (int idx = threadIdx.x; idx < 32 * S * c8; idx += blockDim.x) {
+		for (int k0b = start; k0b < end; k0b += cap) {
+			if (k0b != start) __syncthreads();  // every warp is done with the last staging
+			const int nst = min(cap, (end - k0b + 32 * S - 1) / (32 * S) * (32 * S));  // whole batches
+			for (int idx = threadIdx.x; idx < nst * c8; idx += blockDim.x) {
 				const int r = idx / c8, c = idx - r * c8;
 				const size_t src = (size_t)min(k0b + r, end - 1) * hd + 8 * c;
 				*(uint4 *)(kvs + r * ldk + 8 * c) = __ldg((const uint4 *)(kb + src));
-				*(uint4 *)(kvs + 32 * S * ldk + r * hd + 8 * c) = __ldg((const uint4 *)(vb + src));
+				*(uint4 *)(kvs + cap * ldk + r * hd + 8 * c) = __ldg((const uint4 *)(vb + src));
 			}
 			if (k0b == start)
 				for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
 			__syncthreads();
 			kbase = k0b;
-			const int k0 = k0b + stripe * 32;
-			if (stripe < S && k0 < end) {
-				issue_k(k0);
-				issue_v(k0);
-				keys32(k0);
+			for (int k0s = k0b; k0s < k0b + nst; k0s += 32 * S) {
+				const int k0 = k0s + stripe * 32;
+				if (stripe < S && k0 < end) {
+					issue_k(k0);
+					issue_v(k0);
+					keys32(k0);
+				}
 			}
 		}
 	} else {
@@ -3350,7 +3635,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	__syncthreads();
 	// one split (a context of at most chunk keys): the block's merge is the
 	// output, with no partials and no combine
-	const int ns = (n + chunk - 1) / chunk;
+	__shared__ float cm[ATT2_MAXG], cL[ATT2_MAXG], cf8[ATT2_MAXG * ATT_CLN], cL8[ATT2_MAXG];
 	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
 		const int gg = idx / hd, d = idx - gg * hd;
 		float M = -INFINITY;
@@ -3368,6 +3653,14 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			out[(size_t)(kvh * G + gg) * hd + d] = a / L;
 			continue;
 		}
+		if (cmerge) {  // for the cluster: qs is free once every warp is past its keys
+			qs[idx] = a;
+			if (d == 0) {
+				cm[gg] = M;
+				cL[gg] = L;
+			}
+			continue;
+		}
 		float *o = part + ((size_t)(kvh * G + gg) * nsplit + s) * (hd + 2);
 		o[2 + d] = a;
 		if (d == 0) {
@@ -3376,6 +3669,34 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		}
 	}
 	if (ns == 1) return;
+	if (cmerge) {
+		// the ns splits' merges from the blocks' shared memory, in att2_combine's
+		// arithmetic and order (the persistent kernel's results, bit for bit):
+		// A) per head, the maximum and the factor of each split (lane j: split
+		// j), the sum by butterfly; B) this block's share of the outputs
+		namespace cg = cooperative_groups;
+		cg::cluster_group cluster = cg::this_cluster();
+		cluster.sync();
+		const int r = s;  // the first cluster: rank = split
+		for (int gg = warp; gg < G; gg += ATT3_WARPS) {
+			const float mj = lane < ns ? cluster.map_shared_rank(cm, lane)[gg] : -INFINITY;
+			const float M = warp_max(mj);
+			const float f = lane < ns ? __expf(mj - M) : 0.f;
+			const float L = warp_sum(lane < ns ? cluster.map_shared_rank(cL, lane)[gg] * f : 0.f);
+			if (lane < ns) cf8[gg * ATT_CLN + lane] = f;
+			if (lane == 0) cL8[gg] = L;
+		}
+		__syncthreads();
+		const int nout = G * hd, per = (nout + ns - 1) / ns;
+		for (int idx = r * per + threadIdx.x; idx < min(nout, (r + 1) * per); idx += blockDim.x) {
+			const int gg = idx / hd;
+			float a = 0.f;
+			for (int j = 0; j < ns; j++) a += cluster.map_shared_rank(qs, j)[idx] * cf8[gg * ATT_CLN + j];
+			out[(size_t)kvh * G * hd + idx] = a / cL8[gg];
+		}
+		cluster.sync();  // the other blocks read this one's shared memory until here
+		return;
+	}
 	// the last block of this kv head to finish combines the splits
 	__shared__ int s_last;
 	__threadfence();
@@ -3391,14 +3712,14 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	att2_combine(part, out, kvh, G, hd, nsplit, ns);
 }
 
-template <int MAXD2, bool STG>
+template <int MAXD2, bool STG, bool CLU>
 __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float *q, const __half *kc, const __half *vc,
                                                                  float *part, float *out, int *counter, int n_head,
                                                                  int n_kv, int hd, int max_ctx, int nsplit,
                                                                  const int32_t *pos) {
 	TRACE_START();
 	if (ATT2_TRIGGER) pdl_trigger();
-	att3_item<MAXD2, false, STG>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
+	att3_item<MAXD2, false, STG, CLU>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
 	                        blockIdx.y);
 #if SK_TRACE
 	trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, 1000, gridDim.x * gridDim.y, blockIdx.y * gridDim.x + blockIdx.x, hd, n_head);
@@ -3427,10 +3748,36 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	dim3 grid(n_kv, nsplit);
 	cudaStream_t s = ctx->stream;
 	const int G = n_head / n_kv, S = ATT3_WARPS / G;
-	const bool stg = ATT_STG && md <= 2 && G > 1 && 32 * S * (2 * hd + 8) * 2 <= ATT_STG_BYTES;
-	auto *k = md == 1 ? (stg ? k_attn3_split<1, true> : k_attn3_split<1, false>)
-	          : md == 2 ? (stg ? k_attn3_split<2, true> : k_attn3_split<2, false>)
-	                    : k_attn3_split<4, false>;
+	const bool stg = ATT_STG && md <= 2 && G > 1 && 32 * S * (2 * hd + 8) * 2 <= att_stg_bytes(md);
+	// clusters of ATT_CLN splits (nsplit is a multiple of it, see att2_nsplit),
+	// or of all of them when there are fewer
+	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
+	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
+	typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, float *, int *, int, int, int, int,
+	                        int, const int32_t *);
+	static const attn_fn kern[2][5] = {
+	    {k_attn3_split<1, true, false>, k_attn3_split<1, false, false>, k_attn3_split<2, true, false>,
+	     k_attn3_split<2, false, false>, k_attn3_split<4, false, false>},
+	    {k_attn3_split<1, true, true>, k_attn3_split<1, false, true>, k_attn3_split<2, true, true>,
+	     k_attn3_split<2, false, true>, k_attn3_split<4, false, true>}};
+	const attn_fn k = kern[clu][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : 3) : 4];
+	if (clu) {
+		cudaLaunchConfig_t cfg;
+		memset(&cfg, 0, sizeof cfg);
+		cfg.gridDim = grid;
+		cfg.blockDim = dim3(ATT3_WARPS * 32);
+		cfg.stream = s;
+		cudaLaunchAttribute attr[1];
+		memset(attr, 0, sizeof attr);
+		attr[0].id = cudaLaunchAttributeClusterDimension;
+		attr[0].val.clusterDim.x = 1;
+		attr[0].val.clusterDim.y = csize;
+		attr[0].val.clusterDim.z = 1;
+		cfg.attrs = attr;
+		cfg.numAttrs = 1;
+		CK(ctx, cudaLaunchKernelEx(&cfg, k, q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos));
+		return SK_OK;
+	}
 	k<<<grid, ATT3_WARPS * 32, 0, s>>>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos);
 	CKLAUNCH(ctx);
 	return SK_OK;

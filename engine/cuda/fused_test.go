@@ -231,6 +231,13 @@ func TestGemvFused(t *testing.T) {
 		{[]quant.Type{quant.Q8_0}, []int{65}, 5632, true, true},
 		// Q4_K matrices and a Q6_K one: the Q/K/V of Q4_K_M layers whose V is Q6_K
 		{[]quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}, []int{96, 32, 33}, 1024, true, false},
+		// the pipelined bodies' item boundaries: K-quant rows of exactly one item
+		// (2,048 columns), the mixed Q4_K + Q6_K kernel past one item, Q8_0 items
+		// of 1,024 columns with a partial last one and of 2,048 (from 4,096 on)
+		{[]quant.Type{quant.Q4_K, quant.Q6_K}, []int{36, 35}, 2048, true, true},
+		{[]quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}, []int{64, 32, 33}, 4096, true, false},
+		{[]quant.Type{quant.Q8_0}, []int{9}, 1056, true, true},
+		{[]quant.Type{quant.Q8_0}, []int{40}, 4096, false, false},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v/%v/%d/norm=%v/acc=%v", c.types, c.rows, c.cols, c.norm, c.acc), func(t *testing.T) {
