@@ -1902,6 +1902,18 @@ __device__ __forceinline__ void g2_prefetch(const Mats &ms, int bid, int nblk, i
 	}
 }
 
+// RMSNorm's scale from each thread's sum of squares (the block's barrier
+// included); red: G2_WARPS floats of shared memory
+__device__ __forceinline__ float g2_norm_scale(float ss, float *red, int cols, float eps) {
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float tot = 0.f;
+#pragma unroll
+	for (int w = 0; w < G2_WARPS; w++) tot += red[w];
+	return rsqrtf(tot / cols + eps);
+}
+
 template <int T, bool MK, int P = 0>
 __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const float *__restrict__ normw, float eps,
                                         int need_q, int need_f, int t0, const EpiDev &e, unsigned char *g2_smem,
@@ -1982,24 +1994,18 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 				for (int i = 0; i < 4; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
 			}
-			ss = warp_sum(ss);
-			if (lane == 0) red[warp] = ss;
-			__syncthreads();
-			float tot = 0.f;
-#pragma unroll
-			for (int w = 0; w < G2_WARPS; w++) tot += red[w];
-			scale = rsqrtf(tot / cols + eps);
+			scale = g2_norm_scale(ss, red, cols, eps);
 		}
 		if (hb < G2_WARPS * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
 			quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
 	} else {
 		float4 wr[8], xr[8];
 		if (pq && !ph && normw && b0 < nb32) {
-	#pragma unroll
+#pragma unroll
 			for (int i = 0; i < 8; i++) wr[i] = __ldg((const float4 *)normw + 8 * b0 + i);
 		}
 		if (hok && normw) {
-	#pragma unroll
+#pragma unroll
 			for (int i = 0; i < 4; i++) wr[i] = __ldg((const float4 *)normw + 8 * hb + 4 * hh + i);
 		}
 		// (launched with programmatic dependent launch: x and the epilogue's
@@ -2019,51 +2025,45 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		const bool two = pq && !ph && b1 < nb32;
 		float4 xr1[8];
 		if (pq && !ph && b0 < nb32) {
-	#pragma unroll
+#pragma unroll
 			for (int i = 0; i < 8; i++) xr[i] = ldx4<MK>(x, 8 * b0 + i);
 		}
 		if (hok) {
-	#pragma unroll
+#pragma unroll
 			for (int i = 0; i < 4; i++) xr[i] = ldx4<MK>(x, 8 * hb + 4 * hh + i);
 		}
 		if (two) {
-	#pragma unroll
+#pragma unroll
 			for (int i = 0; i < 8; i++) xr1[i] = ldx4<MK>(x, 8 * b1 + i);
 		}
 		if (normw) {
 			float ss = 0.f;
 			if (ph) {
 				if (hok) {
-	#pragma unroll
+#pragma unroll
 					for (int i = 0; i < 4; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
 				}
 			} else if (pq) {
 				if (b0 < nb32) {
-	#pragma unroll
+#pragma unroll
 					for (int i = 0; i < 8; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
 				}
 				if (two) {
-	#pragma unroll
+#pragma unroll
 					for (int i = 0; i < 8; i++)
 						ss += xr1[i].x * xr1[i].x + xr1[i].y * xr1[i].y + xr1[i].z * xr1[i].z + xr1[i].w * xr1[i].w;
 				}
 				for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
 					float4 v[8];
-	#pragma unroll
+#pragma unroll
 					for (int i = 0; i < 8; i++) v[i] = ldx4<MK>(x, 8 * b + i);
-	#pragma unroll
+#pragma unroll
 					for (int i = 0; i < 8; i++) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
 				}
 			} else {
 				for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += ldx1<MK>(x, i) * ldx1<MK>(x, i);
 			}
-			ss = warp_sum(ss);
-			if (lane == 0) red[warp] = ss;
-			__syncthreads();
-			float tot = 0.f;
-	#pragma unroll
-			for (int w = 0; w < G2_WARPS; w++) tot += red[w];
-			scale = rsqrtf(tot / cols + eps);
+			scale = g2_norm_scale(ss, red, cols, eps);
 		}
 		if (need_f) {
 			for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
@@ -2075,13 +2075,13 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum, xs16);
 			if (two) {
 				float4 wv[8];
-	#pragma unroll
+#pragma unroll
 				for (int i = 0; i < 8; i++) wv[i] = normw ? __ldg((const float4 *)normw + 8 * b1 + i) : make_float4(1.f, 1.f, 1.f, 1.f);
 				quant32n(xr1, wv, normw != nullptr, scale, b1, xq, xq2, xd, xd2, xsum, xs16);
 			}
 			for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
 				float4 xv[8], wv[8];
-	#pragma unroll
+#pragma unroll
 				for (int i = 0; i < 8; i++) {
 					xv[i] = ldx4<MK>(x, 8 * b + i);
 					wv[i] = normw ? __ldg((const float4 *)normw + 8 * b + i) : make_float4(1.f, 1.f, 1.f, 1.f);
@@ -2099,27 +2099,27 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 				const int i = g * 32 + (lane & 7) * 4;
 				float v[4] = {0.f, 0.f, 0.f, 0.f};
 				if (ok) {
-	#pragma unroll
+#pragma unroll
 					for (int k = 0; k < 4; k++) v[k] = normw ? ldx1<MK>(x, i + k) * scale * normw[i + k] : ldx1<MK>(x, i + k);
 				}
 				float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-	#pragma unroll
+#pragma unroll
 				for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
 				const float d = amax / 127.f;
 				const float id = d > 0.f ? 1.f / d : 0.f;
 				float q[4], res[4];
-	#pragma unroll
+#pragma unroll
 				for (int k = 0; k < 4; k++) {
 					q[k] = rintf(v[k] * id);
 					res[k] = __fmaf_rn(-q[k], d, v[k]);
 				}
 				float amax2 = fmaxf(fmaxf(fabsf(res[0]), fabsf(res[1])), fmaxf(fabsf(res[2]), fabsf(res[3])));
-	#pragma unroll
+#pragma unroll
 				for (int o = 4; o > 0; o >>= 1) amax2 = fmaxf(amax2, __shfl_xor_sync(0xffffffffu, amax2, o));
 				const float d2 = amax2 / 127.f;
 				const float id2 = d2 > 0.f ? 1.f / d2 : 0.f;
 				float s = (v[0] + v[1]) + (v[2] + v[3]);
-	#pragma unroll
+#pragma unroll
 				for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
 				char4 c1, c2;
 				c1.x = (signed char)(int)q[0];
@@ -2132,7 +2132,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 				c2.w = (signed char)__float2int_rn(res[3] * id2);
 				// the sums of each level over the half block (4 lanes)
 				int h1 = (int)c1.x + c1.y + c1.z + c1.w, h2 = (int)c2.x + c2.y + c2.z + c2.w;
-	#pragma unroll
+#pragma unroll
 				for (int o = 2; o > 0; o >>= 1) {
 					h1 += __shfl_xor_sync(0xffffffffu, h1, o);
 					h2 += __shfl_xor_sync(0xffffffffu, h2, o);
@@ -2541,6 +2541,26 @@ __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint3
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// A warp's MI x 4 accumulator tiles (both GEMM main loops)
+template <int MI>
+__device__ __forceinline__ void gemm_acc_zero(float (&acc)[MI][4][4]) {
+#pragma unroll
+	for (int i = 0; i < MI; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int c = 0; c < 4; c++) acc[i][j][c] = 0.f;
+}
+
+// acc += a b for one 16-deep k step: MI A fragments by 4 B fragments
+template <int MI>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][4][4], const uint32_t (&a)[MI][4], const uint32_t (&b)[4][2]) {
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int ni = 0; ni < 4; ni++) mma_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+}
+
 // Tile row gr of a GEMM (in launch rows) as its matrix and row there.
 __device__ __forceinline__ void gemm_row(const GMats &gm, int gr, MatDev &bm, int &brow) {
 	if (gm.interleave) {
@@ -2651,12 +2671,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const __hal
 	};
 
 	float acc[MM_MI][4][4];
-#pragma unroll
-	for (int i = 0; i < MM_MI; i++)
-#pragma unroll
-		for (int j = 0; j < 4; j++)
-#pragma unroll
-			for (int c = 0; c < 4; c++) acc[i][j][c] = 0.f;
+	gemm_acc_zero(acc);
 
 #pragma unroll
 	for (int i = 0; i < ST - 1; i++)
@@ -2685,10 +2700,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma(GMats gm, const __hal
 				ldsm_x4((uint32_t)__cvta_generic_to_shared(p), b[2 * nj][0], b[2 * nj][1], b[2 * nj + 1][0],
 				        b[2 * nj + 1][1]);
 			}
-#pragma unroll
-			for (int mi = 0; mi < MM_MI; mi++)
-#pragma unroll
-				for (int ni = 0; ni < 4; ni++) mma_16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+			warp_mma(acc, a, b);
 		}
 		if (kt + 1 < nk) store(buf ^ 1, kt + 1, arr[next], brr[next]);
 		__syncthreads();
@@ -2941,12 +2953,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma2(GMats gm, const __ha
 	const uint32_t b_off = (wn * 32 + (lane & 7) + (lane >> 4) * 8) * 128, b_c = (lane >> 3) & 1;
 
 	float acc[MI][4][4];
-#pragma unroll
-	for (int i = 0; i < MI; i++)
-#pragma unroll
-		for (int j = 0; j < 4; j++)
-#pragma unroll
-			for (int c = 0; c < 4; c++) acc[i][j][c] = 0.f;
+	gemm_acc_zero(acc);
 
 	// one commit group per k-tile, empty ones included, so that wait_group
 	// S - 2 always means "k-tile kt has landed"
@@ -2976,10 +2983,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma2(GMats gm, const __ha
 			for (int nj = 0; nj < 2; nj++)
 				ldsm_x4(sb + b_off + nj * 16 * 128 + ((((kk >> 3) + b_c) ^ sx) << 4), bf[2 * nj][0], bf[2 * nj][1],
 				        bf[2 * nj + 1][0], bf[2 * nj + 1][1]);
-#pragma unroll
-			for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-				for (int ni = 0; ni < 4; ni++) mma_16816(acc[mi][ni], a[mi], bf[ni][0], bf[ni][1]);
+			warp_mma(acc, a, bf);
 		}
 	}
 
