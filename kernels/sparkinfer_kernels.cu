@@ -52,7 +52,10 @@ struct sk_ctx {
 	size_t kpart_bytes;
 	int pdl;       // launch v2 GEMVs with programmatic dependent launch
 	unsigned mm2_ready;  // k_gemm_mma2 instantiations whose attributes are set (mm2_go)
-	int clusters;  // the device launches thread block clusters (decode attention's combine)
+	// the device launches thread block clusters (decode attention's combine):
+	// 0 no, 1 for contexts of up to one cluster of splits, 2 also for longer
+	// ones (two-level combine)
+	int clusters;
 };
 
 struct sk_matrix {
@@ -97,6 +100,8 @@ static int enter(sk_ctx *ctx) {
 
 extern "C" int sk_abi_version(void) { return SK_ABI_VERSION; }
 
+static bool att_clusters_fit();
+
 extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
@@ -122,6 +127,21 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 		else {
 			if (err && errlen)
 				snprintf(err, errlen, "SPARKINFER_KERNEL_VARIANT=%.32s: unknown kernel variant (want 1 or 2)", ev);
+			cudaStreamDestroy(s);
+			return nullptr;
+		}
+	}
+	// Thread block clusters for decode attention's combine (where the device
+	// launches them and a cluster of the attention kernels fits): 2 also the
+	// two-level combine beyond one cluster of splits (the default), 1 only
+	// contexts of at most one cluster of splits, 0 none (tests of the
+	// fallback, measurements)
+	int clusters = 2;
+	const char *cv = getenv("SPARKINFER_CLUSTERS");
+	if (cv && *cv) {
+		if (strlen(cv) == 1 && cv[0] >= '0' && cv[0] <= '2') clusters = cv[0] - '0';
+		else {
+			if (err && errlen) snprintf(err, errlen, "SPARKINFER_CLUSTERS=%.32s: unknown setting (want 0, 1 or 2)", cv);
 			cudaStreamDestroy(s);
 			return nullptr;
 		}
@@ -152,7 +172,10 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	const char *pv = getenv("SPARKINFER_PDL");
 	c->pdl = major >= 9 && !(pv && strcmp(pv, "0") == 0);
 	int cl = 0;
-	c->clusters = cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, device) == cudaSuccess && cl;
+	c->clusters = clusters > 0 && cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, device) == cudaSuccess && cl &&
+	                      att_clusters_fit()
+	                  ? clusters
+	                  : 0;
 	return c;
 }
 
@@ -3264,7 +3287,10 @@ __host__ __device__ __forceinline__ int att2_min(int G) {
 // Decode attention's splits of a kv head in thread block clusters of up to
 // ATT_CLN (grid rows rounded down to a multiple of it): when a context has at
 // most ATT_CLN splits, the cluster merges them through distributed shared
-// memory, with no partials in global memory, no fence and no counter.
+// memory, with no partials in global memory, no fence and no counter; with
+// more, each cluster merges its splits into one group partial the same way
+// and the last group's first block combines the groups through L2 (one
+// batch of loads for up to ATT_CB groups instead of one per ATT_CB splits).
 // 2: only when heads share kv heads (G > 1); 1: always; 0: never (the last
 // block's combine through L2). A/B on the H200 (decode tok/s at 128 / 4k
 // tokens of context, same machine start): TinyLlama Q8_0 1,133 / 900 with
@@ -3272,6 +3298,12 @@ __host__ __device__ __forceinline__ int att2_min(int G) {
 // 7B Q4_K_M (G = 1, 8 splits at 4k) lost with clusters, 390 / 267 against
 // 396 / 303 (why is not measured: a cluster's blocks must be placed
 // together).
+// The two-level combine (session 9, decode at 4k tokens of context, same
+// machine start, against one cluster level): TinyLlama Q8_0 947 / 949
+// against 905 / 906, TinyLlama Q4_K_M 921 / 925 against 891 / 892. With it in
+// the only clustered kernel, 128 tokens of context lost 4% (1,124-1,134
+// against 1,174-1,178), so short contexts keep the kernel without it (see
+// attn2_decode's two).
 // Also measured and dropped: launching the attention with programmatic
 // dependent launch, its first key batch loaded before the wait (TinyLlama
 // Q8_0 1,071 / 853 against 1,117 / 865, 7B Q4_K_M 379 / 297 against
@@ -3280,6 +3312,14 @@ __host__ __device__ __forceinline__ int att2_min(int G) {
 #define ATT_CLU 2
 #endif
 #define ATT_CLN 8
+#ifndef ATT_MAXSPLIT
+// > 0: at most this many splits per kv head (A/B). 32 (4 groups at 4k)
+// against 64: TinyLlama Q8_0 886 against 947 at 4k; 16: 803 against 937
+#define ATT_MAXSPLIT 0
+#endif
+// Clusters' group partials (two-level combine, contexts of more than
+// ATT_CLN splits): one per cluster of ATT_CLN splits.
+__host__ __device__ constexpr int att2_ngroups(int nsplit) { return (nsplit + ATT_CLN - 1) / ATT_CLN; }
 #ifndef ATT2_TRIGGER
 #define ATT2_TRIGGER 1  // let the next GEMV launch while attention runs
 #endif
@@ -3303,6 +3343,7 @@ static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	const int mn = att2_min(n_head / n_kv);
 	const int cap = (max_ctx + mn - 1) / mn;
 	if (ns > cap) ns = cap;
+	if (ATT_MAXSPLIT > 0 && ns > ATT_MAXSPLIT) ns = ATT_MAXSPLIT;
 	if (att2_clu(ctx, n_head / n_kv) && ns > ATT_CLN) ns -= ns % ATT_CLN;  // whole clusters
 	return ns < 1 ? 1 : ns;
 }
@@ -3457,10 +3498,81 @@ __device__ __forceinline__ V ldkv(const V *p) {
 	return MK ? *p : __ldg(p);
 }
 
-template <int MAXD2, bool MK, bool STG, bool CLU = false>
+// Level 1 of the two-level combine (contexts of more than ATT_CLN splits when
+// the kernel runs in clusters): the merges (m_j, l_j, a_j) of a group's cnt <=
+// ATT_CLN consecutive splits into one group partial (M, L, a), in
+// att2_combine's arithmetic (lane j: split j; the sum of l by butterfly; a
+// summed over j in order), for outputs [i0, i1) of the G x hd; every thread of
+// the block calls it. Src gives m(j, g), l(j, g) and a(j, idx) of split j of
+// the group: from the cluster's shared memory (the kernel) or from the
+// partials in global memory (the persistent step), the same values either way.
+// go: the group partial of head 0 (heads gstride floats apart).
+#ifndef ATT_L1NI
+// level 1 out of line (a call): TinyLlama Q8_0 at 4k 944-948 against 938-939
+// inlined (0), in one machine start
+#define ATT_L1NI 1
+#endif
+#if ATT_L1NI
+#define ATT_L1_INLINE __noinline__
+#else
+#define ATT_L1_INLINE __forceinline__
+#endif
+template <class Src>
+__device__ ATT_L1_INLINE void att2_level1(const Src &src, int cnt, int G, int hd, int i0, int i1, float *go,
+                                            size_t gstride, float *f8, float *M8, float *L8) {
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	for (int gg = warp; gg < G; gg += ATT3_WARPS) {
+		const float mj = lane < cnt ? src.m(lane, gg) : -INFINITY;
+		const float M = warp_max(mj);
+		const float f = lane < cnt ? __expf(mj - M) : 0.f;
+		const float L = warp_sum(lane < cnt ? src.l(lane, gg) * f : 0.f);
+		if (lane < cnt) f8[gg * ATT_CLN + lane] = f;
+		if (lane == 0) {
+			M8[gg] = M;
+			L8[gg] = L;
+		}
+	}
+	__syncthreads();
+	for (int idx = i0 + threadIdx.x; idx < i1; idx += blockDim.x) {
+		const int gg = idx / hd, d = idx - gg * hd;
+		float a = 0.f;
+		for (int j = 0; j < cnt; j++) a += src.a(j, idx) * f8[gg * ATT_CLN + j];
+		float *o = go + (size_t)gg * gstride;
+		o[2 + d] = a;
+		if (d == 0) {
+			o[0] = M8[gg];
+			o[1] = L8[gg];
+		}
+	}
+}
+
+// att2_level1's sources
+struct Att2CluSrc {  // split j = cluster rank j: its block's merge in shared memory
+	cooperative_groups::cluster_group c;
+	float *a_, *m_, *l_;
+	__device__ float m(int j, int g) const { return c.map_shared_rank(m_, j)[g]; }
+	__device__ float l(int j, int g) const { return c.map_shared_rank(l_, j)[g]; }
+	__device__ float a(int j, int idx) const { return c.map_shared_rank(a_, j)[idx]; }
+};
+struct Att2GlbSrc {  // split j0 + j: its partial in global memory
+	const float *part;
+	int G, hd, nsplit, kvh, j0;
+	__device__ const float *p(int j, int g) const {
+		return part + ((size_t)(kvh * G + g) * nsplit + j0 + j) * (hd + 2);
+	}
+	__device__ float m(int j, int g) const { return __ldcg(p(j, g)); }
+	__device__ float l(int j, int g) const { return __ldcg(p(j, g) + 1); }
+	__device__ float a(int j, int idx) const { return __ldcg(p(j, idx / hd) + 2 + idx % hd); }
+};
+
+// CLU: 0 not in clusters; 1 in clusters, merging a context of at most
+// ATT_CLN splits there (more go through L2 as without clusters); 2 in
+// clusters, and the combine of more than ATT_CLN splits is two-level.
+// two: the persistent step (CLU 0) combines two-level as CLU 2 would.
+template <int MAXD2, bool MK, bool STG, int CLU = 0>
 __device__ __forceinline__ void att3_item(const float *q, const __half *kc, const __half *vc, float *part, float *out,
                                           int *counter, int n_head, int n_kv, int hd, int max_ctx, int nsplit,
-                                          const int32_t *pos, int kvh, int s) {
+                                          const int32_t *pos, int kvh, int s, bool two) {
 	__shared__ __align__(16) float qs[ATT2_MAXG * 256];
 	__shared__ float sm[ATT3_WARPS], sl[ATT3_WARPS];
 	__shared__ __align__(16) float sacc[ATT3_WARPS][MAXD2 * 64];
@@ -3474,8 +3586,13 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// whose blocks past the context still take part in its two barriers
 	const int csize = CLU ? (int)cooperative_groups::this_cluster().num_blocks() : 1;
 	const bool cmerge = CLU && ns > 1 && ns <= csize;
+	// more splits than a cluster: each cluster merges its splits into a group
+	// partial (level 1), and one block combines the groups (level 2)
+	const bool cgroup = CLU == 2 && ns > csize;
+	const int ci = s / csize, ng = att2_ngroups(nsplit), nact = (ns + ATT_CLN - 1) / ATT_CLN;
+	float *gpart = part + (size_t)n_head * nsplit * (hd + 2);
 	if (start >= n) {
-		if (cmerge && s < csize) {
+		if ((cmerge && s < csize) || (cgroup && ci * csize < ns)) {
 			cooperative_groups::this_cluster().sync();
 			cooperative_groups::this_cluster().sync();
 		}
@@ -3639,7 +3756,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	__syncthreads();
 	// one split (a context of at most chunk keys): the block's merge is the
 	// output, with no partials and no combine
-	__shared__ float cm[ATT2_MAXG], cL[ATT2_MAXG], cf8[ATT2_MAXG * ATT_CLN], cL8[ATT2_MAXG];
+	__shared__ float cm[ATT2_MAXG], cL[ATT2_MAXG], cf8[ATT2_MAXG * ATT_CLN], cL8[ATT2_MAXG], cM8[ATT2_MAXG];
 	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
 		const int gg = idx / hd, d = idx - gg * hd;
 		float M = -INFINITY;
@@ -3657,7 +3774,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			out[(size_t)(kvh * G + gg) * hd + d] = a / L;
 			continue;
 		}
-		if (cmerge) {  // for the cluster: qs is free once every warp is past its keys
+		if (cmerge || cgroup) {  // for the cluster: qs is free once every warp is past its keys
 			qs[idx] = a;
 			if (d == 0) {
 				cm[gg] = M;
@@ -3701,22 +3818,50 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		cluster.sync();  // the other blocks read this one's shared memory until here
 		return;
 	}
-	// the last block of this kv head to finish combines the splits
+	if (cgroup) {
+		// level 1: the cluster's cnt splits into group partial ci, each rank r < cnt
+		// a share of the outputs; then rank 0 arrives at the counter
+		cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+		cluster.sync();
+		const int r = s - ci * csize, cnt = min(csize, ns - ci * csize);
+		const int nout = G * hd, per = (nout + cnt - 1) / cnt;
+		const Att2CluSrc src{cluster, qs, cm, cL};
+		att2_level1(src, cnt, G, hd, min(nout, r * per), min(nout, (r + 1) * per),
+		            gpart + ((size_t)kvh * G * ng + ci) * (hd + 2), (size_t)ng * (hd + 2), cf8, cM8, cL8);
+		__threadfence();
+		cluster.sync();  // peers' shared memory read, and every rank's share written
+		if (r != 0) return;
+	}
+	// the last block of this kv head to finish (of the groups' first blocks
+	// with cgroup) combines the splits (the groups)
+	const int narr = cgroup ? nact : ns;
 	__shared__ int s_last;
 	__threadfence();
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		const int done = atomicAdd(&counter[kvh], 1);
-		s_last = done == ns - 1;
+		s_last = done == narr - 1;
 		if (s_last) counter[kvh] = 0;
 	}
 	__syncthreads();
 	if (!s_last) return;
 	__threadfence();
-	att2_combine(part, out, kvh, G, hd, nsplit, ns);
+	if (!CLU && two && ns > ATT_CLN) {
+		// the persistent step: level 1 of every group from the partials here
+		for (int k = 0; k < nact; k++) {
+			const Att2GlbSrc src{part, G, hd, nsplit, kvh, k * ATT_CLN};
+			att2_level1(src, min(ATT_CLN, ns - k * ATT_CLN), G, hd, 0, G * hd,
+			            gpart + ((size_t)kvh * G * ng + k) * (hd + 2), (size_t)ng * (hd + 2), cf8, cM8, cL8);
+			__syncthreads();
+		}
+	}
+	// (one call: a second inlined copy of the combine made the kernel's code
+	// larger and its short contexts slower)
+	const bool grp = cgroup || (!CLU && two && ns > ATT_CLN);
+	att2_combine(grp ? gpart : part, out, kvh, G, hd, grp ? ng : nsplit, grp ? nact : ns);
 }
 
-template <int MAXD2, bool STG, bool CLU>
+template <int MAXD2, bool STG, int CLU>
 __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float *q, const __half *kc, const __half *vc,
                                                                  float *part, float *out, int *counter, int n_head,
                                                                  int n_kv, int hd, int max_ctx, int nsplit,
@@ -3724,7 +3869,7 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float 
 	TRACE_START();
 	if (ATT2_TRIGGER) pdl_trigger();
 	att3_item<MAXD2, false, STG, CLU>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
-	                        blockIdx.y);
+	                                  blockIdx.y, CLU == 2);
 #if SK_TRACE
 	trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, 1000, gridDim.x * gridDim.y, blockIdx.y * gridDim.x + blockIdx.x, hd, n_head);
 #endif
@@ -3734,19 +3879,62 @@ static bool att2_ok(int n_head, int n_kv, int hd) {
 	return n_kv > 0 && n_head % n_kv == 0 && n_head / n_kv <= ATT2_MAXG && hd % 8 == 0 && hd <= 256 && hd > 0;
 }
 
-// scratch: partials of n_head x nsplit x (hd + 2) floats, then n_kv int
-// counters (zero between calls: the combining block resets its own)
+// scratch: partials of n_head x nsplit x (hd + 2) floats, the group partials
+// of the two-level combine (n_head x att2_ngroups(nsplit) x (hd + 2)), then
+// n_kv int counters (zero between calls: the combining block resets its own)
 static size_t attn2_scratch_bytes(int n_head, int n_kv, int hd, int nsplit) {
-	return (size_t)n_head * nsplit * (hd + 2) * sizeof(float) + (size_t)n_kv * sizeof(int);
+	return (size_t)n_head * (nsplit + att2_ngroups(nsplit)) * (hd + 2) * sizeof(float) + (size_t)n_kv * sizeof(int);
 }
 
 // the counters' place in that scratch, after the partials
 static int *attn2_counters(float *part, int n_head, int hd, int nsplit) {
-	return (int *)(part + (size_t)n_head * nsplit * (hd + 2));
+	return (int *)(part + (size_t)n_head * (nsplit + att2_ngroups(nsplit)) * (hd + 2));
 }
 
+typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, float *, int *, int, int, int, int, int,
+                        const int32_t *);
+// decode attention kernels: [CLU][head_dim <= 64 staged, <= 64, <= 128
+// staged, <= 128, <= 256]
+#define ATT_KERN(C)                                                                                              \
+	{k_attn3_split<1, true, C>, k_attn3_split<1, false, C>, k_attn3_split<2, true, C>, k_attn3_split<2, false, C>, \
+	 k_attn3_split<4, false, C>}
+static const attn_fn att_kern[3][5] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
+#undef ATT_KERN
+
+// Whether a cluster of ATT_CLN blocks of every clustered attention kernel
+// fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
+// 0). Some devices and partitions (MIG, smaller GPCs) cannot place one; the
+// context then runs the combine through L2 instead of failing the launch.
+static bool att_clusters_fit() {
+	for (const attn_fn k : {att_kern[1][0], att_kern[1][1], att_kern[1][2], att_kern[1][3], att_kern[1][4],
+	                        att_kern[2][0], att_kern[2][1], att_kern[2][2], att_kern[2][3], att_kern[2][4]}) {
+		cudaLaunchConfig_t cfg;
+		memset(&cfg, 0, sizeof cfg);
+		cfg.gridDim = dim3(1, ATT_CLN);
+		cfg.blockDim = dim3(ATT3_WARPS * 32);
+		cudaLaunchAttribute attr[1];
+		memset(attr, 0, sizeof attr);
+		attr[0].id = cudaLaunchAttributeClusterDimension;
+		attr[0].val.clusterDim.x = 1;
+		attr[0].val.clusterDim.y = ATT_CLN;
+		attr[0].val.clusterDim.z = 1;
+		cfg.attrs = attr;
+		cfg.numAttrs = 1;
+		int n = 0;
+		if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
+			cudaGetLastError();  // not sticky: clear it for the context's later checks
+			return false;
+		}
+	}
+	return true;
+}
+
+// two: contexts of more than ATT_CLN splits may come (see att2_long): the
+// clustered kernel that combines them in two levels. The other one is the
+// same kernel without that path, whose smaller code ran TinyLlama Q8_0 4%
+// faster at 128 tokens of context (1,175 against 1,126-1,134 tok/s).
 static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
-                        int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit) {
+                        int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit, bool two) {
 	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
 	int *counter = attn2_counters(part, n_head, hd, nsplit);
 	dim3 grid(n_kv, nsplit);
@@ -3757,14 +3945,7 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	// or of all of them when there are fewer
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
 	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
-	typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, float *, int *, int, int, int, int,
-	                        int, const int32_t *);
-	static const attn_fn kern[2][5] = {
-	    {k_attn3_split<1, true, false>, k_attn3_split<1, false, false>, k_attn3_split<2, true, false>,
-	     k_attn3_split<2, false, false>, k_attn3_split<4, false, false>},
-	    {k_attn3_split<1, true, true>, k_attn3_split<1, false, true>, k_attn3_split<2, true, true>,
-	     k_attn3_split<2, false, true>, k_attn3_split<4, false, true>}};
-	const attn_fn k = kern[clu][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : 3) : 4];
+	const attn_fn k = att_kern[!clu ? 0 : two && ctx->clusters == 2 ? 2 : 1][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : 3) : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		memset(&cfg, 0, sizeof cfg);
@@ -3844,6 +4025,7 @@ struct PStep {
 	int *counter;
 	const int32_t *tok, *pos;
 	int dim, n_head, n_kv, hd, max_ctx, nsplit;
+	int two;  // the attention combine is two-level (as the per-op step's clusters make it)
 	float eps;
 };
 
@@ -3872,7 +4054,7 @@ __device__ __noinline__ void mk_attn(const PStep &P, const PLayer &L, int bid, i
 	const int items = P.n_kv * P.nsplit;
 	for (int it = bid; it < items; it += nb)
 		att3_item<MAXD2, true, false>(P.q, L.kc, L.vc, P.part, P.att, P.counter, P.n_head, P.n_kv, P.hd, P.max_ctx, P.nsplit,
-		                       P.pos, it % P.n_kv, it / P.n_kv);
+		                       P.pos, it % P.n_kv, it / P.n_kv, P.two != 0);
 }
 
 __device__ __noinline__ void mk_prefetch(const Mats &ms, int bid, int nb) { g2_prefetch(ms, bid, nb, MK_PF); }
@@ -4256,7 +4438,8 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 		if (rc != SK_OK) return rc;
 		CK(ctx, cudaMemsetAsync((char *)ctx->scratch + bytes - (size_t)n_kv_head * sizeof(int), 0,
 		                        (size_t)n_kv_head * sizeof(int), ctx->stream));
-		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns);
+		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns,
+		                    true);
 	}
 	return attention(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
 }
@@ -4362,8 +4545,12 @@ struct sk_model {
 	float *tmp2;  // v2 gate/up fallback: 2 x chunk x ffn
 	int32_t *d_tok, *d_pos, *d_next;
 	int32_t *h_step;  // pinned: [0..chunk) tokens, [chunk] pos, [chunk+1] next
-	cudaGraphExec_t graph;
-	bool graph_ready;
+	// decode step graphs: [1] for positions where decode attention may take
+	// more than one cluster of splits (att2_long), [0] for the others
+	cudaGraphExec_t graph[2];
+	bool graph_ready[2];
+	bool att_long;   // the step being enqueued is for graph[1]
+	bool step_init;  // the persistent step was considered (persist_setup)
 	// the persistent decode step (k_decode_persistent): allowed with
 	// SPARKINFER_PERSISTENT=1 at creation; pers once set up for this model
 	bool pers_allowed, pers;
@@ -4395,7 +4582,8 @@ static int model_alloc(sk_model *m, size_t bytes, void **out) {
 extern "C" void sk_model_free(sk_model *m) {
 	if (!m) return;
 	cudaSetDevice(m->ctx->device);
-	if (m->graph_ready) cudaGraphExecDestroy(m->graph);
+	for (int i = 0; i < 2; i++)
+		if (m->graph_ready[i]) cudaGraphExecDestroy(m->graph[i]);
 #if SK_TRACE
 	if (const char *tp = getenv("SK_TRACE_OUT")) {
 		unsigned int n = 0;
@@ -4533,7 +4721,7 @@ extern "C" int sk_model_set(sk_model *m, int slot, int layer, int type, const vo
 	const sk_model_config &c = m->cfg;
 	bool global = slot == SK_T_TOKEN_EMBD || slot == SK_T_OUTPUT_NORM || slot == SK_T_OUTPUT || slot == SK_T_ROPE_FREQ;
 	if (!global && (layer < 0 || layer >= c.n_layer)) return fail(ctx, SK_E_ARG, "sk_model_set: layer %d out of range", layer);
-	if (m->graph_ready) return fail(ctx, SK_E_ARG, "sk_model_set: model already running");
+	if (m->step_init) return fail(ctx, SK_E_ARG, "sk_model_set: model already running");
 	bool isvec = slot == SK_T_OUTPUT_NORM || slot == SK_T_ATTN_NORM || slot == SK_T_FFN_NORM ||
 	             slot == SK_T_Q_NORM || slot == SK_T_K_NORM || slot == SK_T_ROPE_FREQ;
 	if (isvec) {
@@ -4696,6 +4884,7 @@ static int persist_setup(sk_model *m) {
 	S.hd = c.head_dim;
 	S.max_ctx = c.max_ctx;
 	S.nsplit = m->nsplit;
+	S.two = att2_clu(ctx, c.n_head / c.n_kv_head) && ctx->clusters == 2;
 	S.eps = c.eps;
 	const persist_fn fn = persist_kernels[uniform == SK_Q8_0 ? 1 : 0][c.head_dim <= 64 ? 0 : 1];
 	smem = (smem + 15) & ~(size_t)15;
@@ -4841,7 +5030,7 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 			if (rc == SK_OK) {
 				if (m->att2)
 					rc = attn2_decode(ctx, m->q, L.kc, L.vc, m->att, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
-					                  m->d_pos, m->part, m->nsplit);
+					                  m->d_pos, m->part, m->nsplit, m->att_long);
 				else
 					rc = attention(ctx, m->q, L.kc, L.vc, m->att, 1, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
 					               m->d_pos);
@@ -4925,10 +5114,24 @@ static int prof_collect(sk_model *m, int ntok) {
 }
 
 extern "C" int sk_model_variant(const sk_model *m) { return m ? m->variant : 0; }
-extern "C" int sk_model_persistent(const sk_model *m) { return m && m->graph_ready && m->pers ? 1 : 0; }
+extern "C" int sk_model_persistent(const sk_model *m) { return m && m->step_init && m->pers ? 1 : 0; }
 
-// Capture the decode step into m->graph.
+// Whether decode attention at position pos may take more than one cluster of
+// splits, so that the kernel-per-op step runs the two-level combine kernel
+// (graph[1]; the persistent step combines the same way in one graph).
+static bool att2_long(const sk_model *m, int pos) {
+	const sk_model_config &c = m->cfg;
+	const int G = c.n_head / c.n_kv_head;
+	return m->att2 && m->ctx->clusters == 2 && att2_clu(m->ctx, G) && m->nsplit > ATT_CLN &&
+	       pos + 1 > ATT_CLN * att2_min(G);
+}
+
+// the decode graph for the step being enqueued
+static int step_graph(const sk_model *m) { return m->pers ? 0 : m->att_long; }
+
+// Capture the decode step into m->graph[step_graph(m)].
 static int capture_step(sk_model *m) {
+	const int gi = step_graph(m);
 	sk_ctx *ctx = m->ctx;
 	cudaGraph_t g;
 	CK(ctx, cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
@@ -4939,10 +5142,10 @@ static int capture_step(sk_model *m) {
 		return rc;
 	}
 	CK(ctx, e);
-	e = cudaGraphInstantiateWithFlags(&m->graph, g, 0);
+	e = cudaGraphInstantiateWithFlags(&m->graph[gi], g, 0);
 	cudaGraphDestroy(g);
 	CK(ctx, e);
-	m->graph_ready = true;
+	m->graph_ready[gi] = true;
 	return SK_OK;
 }
 
@@ -4959,13 +5162,17 @@ extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, i
 	m->h_step[m->chunk] = pos;
 	// profile mode: the step's launches directly, an event after each
 	const bool prof = m->prof && m->variant == SK_VARIANT_V2;
+	if (!m->step_init) {
+		rc = persist_setup(m);
+		if (rc != SK_OK) return rc;
+		m->step_init = true;
+	}
+	m->att_long = att2_long(m, pos);
 	if (prof) {
 		rc = enqueue_step(m);
 		if (rc != SK_OK) return rc;
 	} else {
-		if (!m->graph_ready) {
-			rc = persist_setup(m);
-			if (rc != SK_OK) return rc;
+		if (!m->graph_ready[step_graph(m)]) {
 			rc = capture_step(m);
 			if (rc != SK_OK && m->pers) {
 				// a driver that cannot capture the cooperative launch: the
@@ -4976,7 +5183,7 @@ extern "C" int sk_model_decode(sk_model *m, int token, int pos, float *logits, i
 			}
 			if (rc != SK_OK) return rc;
 		}
-		CK(ctx, cudaGraphLaunch(m->graph, ctx->stream));
+		CK(ctx, cudaGraphLaunch(m->graph[step_graph(m)], ctx->stream));
 	}
 	if (logits) CK(ctx, cudaMemcpyAsync(logits, m->logits, (size_t)c.vocab * 4, cudaMemcpyDeviceToHost, ctx->stream));
 	CK(ctx, cudaStreamSynchronize(ctx->stream));
@@ -5006,6 +5213,9 @@ extern "C" int sk_model_prefill(sk_model *m, const int32_t *tokens, int n, int p
 		m->h_step[m->chunk] = pos + done;
 		CK(ctx, cudaMemcpyAsync(m->d_tok, m->h_step, (size_t)k * 4, cudaMemcpyHostToDevice, ctx->stream));
 		CK(ctx, cudaMemcpyAsync(m->d_pos, m->h_step + m->chunk, 4, cudaMemcpyHostToDevice, ctx->stream));
+		// a chunk of one token runs decode attention: the kernel a decode step at
+		// that position runs, so that its result does not depend on earlier calls
+		m->att_long = att2_long(m, pos + done);
 		rc = enqueue(m, k);
 		if (rc != SK_OK) return rc;
 		// the host buffer is reused by the next chunk: wait for the copies

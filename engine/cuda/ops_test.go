@@ -17,7 +17,10 @@ import (
 	"github.com/sparkinfer/cc/engine/quant"
 )
 
-var testDev *Device
+var (
+	testDev *Device
+	testLib *Library // testDev's library
+)
 
 // testDevice opens the library and GPU 0 once, or skips.
 func testDevice(t testing.TB) *Device {
@@ -44,7 +47,7 @@ func testDevice(t testing.TB) *Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testDev = d
+	testDev, testLib = d, lib
 	return d
 }
 
@@ -386,17 +389,43 @@ func TestArgmax(t *testing.T) {
 func TestAttentionDecode(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewPCG(13, 14))
-	cases := []struct{ heads, kv, hd, maxCtx, pos int }{
-		{8, 4, 8, 256, 0}, {8, 4, 8, 256, 255}, {32, 4, 64, 2048, 700},
-		{32, 8, 128, 4096, 4095}, {4, 4, 256, 600, 513}, {6, 2, 96, 1000, 300},
-		// v2: one split only, chunk boundaries, long context, group of 8, head_dim 40 (not a multiple of 64)
-		{32, 4, 64, 20000, 63}, {32, 4, 64, 20000, 64}, {32, 4, 64, 20000, 16999}, {16, 2, 40, 300, 299},
-		// more than 8 heads per group: v2 falls back to v1
-		{16, 1, 64, 100, 77},
-	}
 	withVariants(t, d, func(t *testing.T, variant int) {
-		testAttentionDecode(t, d, r, cases)
+		testAttentionDecode(t, d, r, attentionDecodeCases)
 	})
+}
+
+// TestAttentionDecodeClusterSettings runs the decode attention cases on
+// contexts with the other cluster settings (the test device has the default,
+// 2: clusters with the two-level combine of more than 8 splits).
+// SPARKINFER_CLUSTERS=0 is a device that cannot place a cluster of the
+// attention kernel: the splits of grouped heads are combined through L2 by
+// the last block. 1 is the kernel that decode steps at short contexts run:
+// one cluster merges up to 8 splits, and more go through L2.
+func TestAttentionDecodeClusterSettings(t *testing.T) {
+	testDevice(t) // skips without a GPU
+	for _, setting := range []string{"0", "1"} {
+		t.Run("SPARKINFER_CLUSTERS="+setting, func(t *testing.T) {
+			t.Setenv("SPARKINFER_CLUSTERS", setting)
+			d, err := testLib.NewDevice(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			r := rand.New(rand.NewPCG(13, 14))
+			withVariants(t, d, func(t *testing.T, variant int) {
+				testAttentionDecode(t, d, r, attentionDecodeCases)
+			})
+		})
+	}
+}
+
+var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
+	{8, 4, 8, 256, 0}, {8, 4, 8, 256, 255}, {32, 4, 64, 2048, 700},
+	{32, 8, 128, 4096, 4095}, {4, 4, 256, 600, 513}, {6, 2, 96, 1000, 300},
+	// v2: one split only, chunk boundaries, long context, group of 8, head_dim 40 (not a multiple of 64)
+	{32, 4, 64, 20000, 63}, {32, 4, 64, 20000, 64}, {32, 4, 64, 20000, 16999}, {16, 2, 40, 300, 299},
+	// more than 8 heads per group: v2 falls back to v1
+	{16, 1, 64, 100, 77},
 }
 
 func testAttentionDecode(t *testing.T, d *Device, r *rand.Rand, cases []struct{ heads, kv, hd, maxCtx, pos int }) {
