@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sparkinfer/cc/engine/quant"
@@ -417,6 +418,18 @@ func TestAttentionDecodeClusterSettings(t *testing.T) {
 			})
 		})
 	}
+	// any other value is refused, naming the variable, not taken as the default
+	t.Run("SPARKINFER_CLUSTERS=3", func(t *testing.T) {
+		t.Setenv("SPARKINFER_CLUSTERS", "3")
+		d, err := testLib.NewDevice(0)
+		if err == nil {
+			d.Close()
+			t.Fatal("SPARKINFER_CLUSTERS=3: the context was created")
+		}
+		if !strings.Contains(err.Error(), "SPARKINFER_CLUSTERS=3") {
+			t.Fatalf("SPARKINFER_CLUSTERS=3: error %q does not name the setting", err)
+		}
+	})
 }
 
 var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
