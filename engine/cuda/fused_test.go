@@ -238,6 +238,10 @@ func TestGemvFused(t *testing.T) {
 		{[]quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}, []int{64, 32, 33}, 4096, true, false},
 		{[]quant.Type{quant.Q8_0}, []int{9}, 1056, true, true},
 		{[]quant.Type{quant.Q8_0}, []int{40}, 4096, false, false},
+		// Q4_K rows of 20 super-blocks: the lanes of the dot2_row body (rows past
+		// one item) cover 1 or 2 of them each, and its loop trip count must
+		// still be warp-uniform for the quant exchange's shuffles (Q4_XCHG)
+		{[]quant.Type{quant.Q4_K}, []int{19}, 5120, true, false},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v/%v/%d/norm=%v/acc=%v", c.types, c.rows, c.cols, c.norm, c.acc), func(t *testing.T) {
