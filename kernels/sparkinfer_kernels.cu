@@ -3951,6 +3951,23 @@ typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, 
 static const attn_fn att_kern[3][5] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
 #undef ATT_KERN
 
+// The launch of a decode attention grid in clusters of csize consecutive
+// splits of a kv head (cfg points at attr)
+static void att_cluster_cfg(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr, dim3 grid, int csize,
+                            cudaStream_t s) {
+	memset(&cfg, 0, sizeof cfg);
+	memset(&attr, 0, sizeof attr);
+	cfg.gridDim = grid;
+	cfg.blockDim = dim3(ATT3_WARPS * 32);
+	cfg.stream = s;
+	attr.id = cudaLaunchAttributeClusterDimension;
+	attr.val.clusterDim.x = 1;
+	attr.val.clusterDim.y = csize;
+	attr.val.clusterDim.z = 1;
+	cfg.attrs = &attr;
+	cfg.numAttrs = 1;
+}
+
 // Whether a cluster of ATT_CLN blocks of every clustered attention kernel
 // fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
 // 0). Some devices and partitions (MIG, smaller GPCs) cannot place one; the
@@ -3959,17 +3976,8 @@ static bool att_clusters_fit() {
 	for (const attn_fn k : {att_kern[1][0], att_kern[1][1], att_kern[1][2], att_kern[1][3], att_kern[1][4],
 	                        att_kern[2][0], att_kern[2][1], att_kern[2][2], att_kern[2][3], att_kern[2][4]}) {
 		cudaLaunchConfig_t cfg;
-		memset(&cfg, 0, sizeof cfg);
-		cfg.gridDim = dim3(1, ATT_CLN);
-		cfg.blockDim = dim3(ATT3_WARPS * 32);
-		cudaLaunchAttribute attr[1];
-		memset(attr, 0, sizeof attr);
-		attr[0].id = cudaLaunchAttributeClusterDimension;
-		attr[0].val.clusterDim.x = 1;
-		attr[0].val.clusterDim.y = ATT_CLN;
-		attr[0].val.clusterDim.z = 1;
-		cfg.attrs = attr;
-		cfg.numAttrs = 1;
+		cudaLaunchAttribute attr;
+		att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
 		int n = 0;
 		if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
 			cudaGetLastError();  // not sticky: clear it for the context's later checks
@@ -3995,21 +4003,12 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	// or of all of them when there are fewer
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
 	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
-	const attn_fn k = att_kern[!clu ? 0 : two && ctx->clusters == 2 ? 2 : 1][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : 3) : 4];
+	const int row = !clu ? 0 : two && ctx->clusters == 2 ? 2 : 1;
+	const attn_fn k = att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : 3) : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
-		memset(&cfg, 0, sizeof cfg);
-		cfg.gridDim = grid;
-		cfg.blockDim = dim3(ATT3_WARPS * 32);
-		cfg.stream = s;
-		cudaLaunchAttribute attr[1];
-		memset(attr, 0, sizeof attr);
-		attr[0].id = cudaLaunchAttributeClusterDimension;
-		attr[0].val.clusterDim.x = 1;
-		attr[0].val.clusterDim.y = csize;
-		attr[0].val.clusterDim.z = 1;
-		cfg.attrs = attr;
-		cfg.numAttrs = 1;
+		cudaLaunchAttribute attr;
+		att_cluster_cfg(cfg, attr, grid, csize, s);
 		CK(ctx, cudaLaunchKernelEx(&cfg, k, q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos));
 		return SK_OK;
 	}
