@@ -1415,6 +1415,25 @@ __device__ __forceinline__ void q4x_pieces(uint4 p0, uint4 p1, int g, uint4 &q0,
 // pairs them with q0, q1
 __device__ __forceinline__ int q4x_ak(int g, int k) { return Q4_XCHG ? k ^ (g & 1) : k; }
 
+// Super-block sb of a Q4_K row pair for lane g (of the super-block's four):
+// headers ha, hb and the loads at q4x_off0 / q4x_off1 of rows a and b (pa0,
+// pa1, pb0, pb1), against the activations of group gq = q4x_group(g); both
+// bodies (dot2_q4_k and g2_mul) call it, every lane of the warp together.
+__device__ __forceinline__ void q4k_pair(const Xs &x, int sb, int g, int gq, uint4 ha, uint4 hb, uint4 pa0,
+                                         uint4 pa1, uint4 pb0, uint4 pb1, float &ta, float &tb) {
+	const int c = sb * 256 + gq * 64;
+	const int4 *xq = (const int4 *)(x.q + c), *xr = (const int4 *)(x.q2 + c);
+	const int4 xl0 = xq[q4x_ak(g, 0)], xl1 = xq[q4x_ak(g, 1)], xh0 = xq[q4x_ak(g, 2)], xh1 = xq[q4x_ak(g, 3)];
+	const int4 rl0 = xr[q4x_ak(g, 0)], rl1 = xr[q4x_ak(g, 1)], rh0 = xr[q4x_ak(g, 2)], rh1 = xr[q4x_ak(g, 3)];
+	const int bl = c >> 5, bh = bl + 1;
+	const float dl = x.d[bl], dh = x.d[bh], d2l = x.d2[bl], d2h = x.d2[bh], sl = x.s[bl], sh = x.s[bh];
+	uint4 a0, a1, b0, b1;
+	q4x_pieces(pa0, pa1, g, a0, a1);
+	q4x_pieces(pb0, pb1, g, b0, b1);
+	ta = q4k_part(ha, a0, a1, gq, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl, sh);
+	tb = q4k_part(hb, b0, b1, gq, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl, sh);
+}
+
 // Super-blocks go in groups of Q4_U per lane, loads first (see Q8_U).
 #ifndef Q4_U
 #define Q4_U 2
@@ -1445,19 +1464,8 @@ __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev 
 #pragma unroll
 		for (int u = 0; u < Q4_U; u++) {
 			const int sb = min(sb0 + 8 * u, nsb - 1);  // a select, not a branch (see dot2_q8_0)
-			const int c = sb * 256 + gq * 64;
-			const int4 *xq = (const int4 *)(x.q + c), *xr = (const int4 *)(x.q2 + c);
-			const int4 xl0 = xq[q4x_ak(g, 0)], xl1 = xq[q4x_ak(g, 1)], xh0 = xq[q4x_ak(g, 2)], xh1 = xq[q4x_ak(g, 3)];
-			const int4 rl0 = xr[q4x_ak(g, 0)], rl1 = xr[q4x_ak(g, 1)], rh0 = xr[q4x_ak(g, 2)], rh1 = xr[q4x_ak(g, 3)];
-			const int bl = c >> 5, bh = bl + 1;
-			const float dl = x.d[bl], dh = x.d[bh], d2l = x.d2[bl], d2h = x.d2[bh], sl = x.s[bl], sh = x.s[bh];
-			uint4 a0, a1, b0, b1;
-			q4x_pieces(qa0[u], qa1[u], g, a0, a1);
-			q4x_pieces(qb0[u], qb1[u], g, b0, b1);
-			const float ta = q4k_part(ha[u], a0, a1, gq, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl,
-			                          sh);
-			const float tb = q4k_part(hb[u], b0, b1, gq, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl,
-			                          sh);
+			float ta, tb;
+			q4k_pair(x, sb, g, gq, ha[u], hb[u], qa0[u], qa1[u], qb0[u], qb1[u], ta, tb);
 			const bool ok = sb0 + 8 * u < nsb;
 			s0 += ok ? ta : 0.f;
 			s1 += ok ? tb : 0.f;
@@ -1769,18 +1777,7 @@ __device__ __forceinline__ void g2_mul(const G2Raw<U> &R, int t, int c, int cols
 	const bool ok = su < nsb;
 	float ta, tb;
 	if (t == SK_Q4_K) {
-		const int g = lane & 3, gq = q4x_group(g);
-		const int cc = sb * 256 + gq * 64;
-		const int4 *xq = (const int4 *)(x.q + cc), *xr = (const int4 *)(x.q2 + cc);
-		const int4 xl0 = xq[q4x_ak(g, 0)], xl1 = xq[q4x_ak(g, 1)], xh0 = xq[q4x_ak(g, 2)], xh1 = xq[q4x_ak(g, 3)];
-		const int4 rl0 = xr[q4x_ak(g, 0)], rl1 = xr[q4x_ak(g, 1)], rh0 = xr[q4x_ak(g, 2)], rh1 = xr[q4x_ak(g, 3)];
-		const int bl = cc >> 5, bh = bl + 1;
-		const float dl = x.d[bl], dh = x.d[bh], d2l = x.d2[bl], d2h = x.d2[bh], sl = x.s[bl], sh = x.s[bh];
-		uint4 a0, a1, b0, b1;
-		q4x_pieces(R.r[2], R.r[3], g, a0, a1);
-		q4x_pieces(R.r[4], R.r[5], g, b0, b1);
-		ta = q4k_part(R.r[0], a0, a1, gq, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl, sh);
-		tb = q4k_part(R.r[1], b0, b1, gq, xl0, xl1, xh0, xh1, rl0, rl1, rh0, rh1, dl, dh, d2l, d2h, sl, sh);
+		q4k_pair(x, sb, lane & 3, q4x_group(lane & 3), R.r[0], R.r[1], R.r[2], R.r[3], R.r[4], R.r[5], ta, tb);
 	} else {
 		const int n = (lane >> 1) & 1, p = lane & 1;
 		const int c0 = sb * 256 + n * 128 + p * 16;
