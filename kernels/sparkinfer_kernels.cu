@@ -1238,9 +1238,16 @@ __device__ __forceinline__ void trace_rec(unsigned long long g0, long long k0, l
 }
 #define TRACE_START() const unsigned long long tr_g0 = gtimer(); const long long tr_k0 = clock64(); long long tr_k1 = tr_k0, tr_k2 = tr_k0
 #define TRACE_MARK(v) v = clock64()
+// the decode attention's phases (thread 0 of the block): keys done, splits
+// merged (in the cluster or into partials); its record's c1, c2, c3 are
+// then keys, merge and the rest (the combine)
+__shared__ long long tr_att1, tr_att2;
+#define TRACE_ATT(v) \
+	if (threadIdx.x == 0) v = clock64()
 #else
 #define TRACE_START()
 #define TRACE_MARK(v)
+#define TRACE_ATT(v)
 #endif
 
 // ---------------------------------------------------------------- fused GEMV
@@ -1655,6 +1662,27 @@ __device__ __forceinline__ PairLoc locate(const Mats &ms, int p, int total) {
 	return L;
 }
 
+// The rows of all matrices: ms.end[ms.nmat - 1] with constant indices. The
+// run-time index copied the whole kernel parameter (Mats, 176 bytes) to
+// local memory in every thread of every block, and locate() then read it
+// from there (nvcc 11.8: the k_gemv2 kernels' stack frames 176 -> 48 bytes).
+// A/B on the H200 (decode tok/s at 128 / 4k, 3 runs, twice each, both with
+// Q_MAGIC): TinyLlama Q8_0 1,321 / 1,018 and 1,321 / 1,014 against 1,182 /
+// 957 and 1,187 / 966; TinyLlama Q4_K_M 1,258 / 980 and 1,256 / 982 against
+// 1,201 / 954 and 1,209 / 960; 7B Q4_K_M 433 / 326 and 432 / 328 against
+// 412 / 313 and 414 / 313; 7B Q8_0 373 / 293 and 374 / 293 against 343 / 273
+// and 344 / 274.
+#ifndef G2_CONST_TOTAL
+#define G2_CONST_TOTAL 1
+#endif
+__device__ __forceinline__ int mats_total(const Mats &ms) {
+#if G2_CONST_TOTAL
+	return ms.nmat == 1 ? ms.end[0] : ms.nmat == 2 ? ms.end[1] : ms.end[2];
+#else
+	return ms.end[ms.nmat - 1];
+#endif
+}
+
 // Ask L2 for row r of m (its main data) ahead of use.
 __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
 	const char *base = (const char *)m.q + (size_t)r * m.row_bytes;
@@ -1797,10 +1825,47 @@ __device__ __forceinline__ float max32(const float v[32]) {
 	return fmaxf(fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3])), fmaxf(fmaxf(a[4], a[5]), fmaxf(a[6], a[7])));
 }
 
+// Q_MAGIC: the prologue's roundings go through the float adder, not the
+// conversion unit. Adding 1.5 x 2^23 to v (|v| < 2^22) leaves round(v), to
+// nearest even as rintf and __float2int_rn, in the sum's low mantissa bits:
+// its low byte is the int8 level, and subtracting the constant again gives
+// the rounded float exactly. The separate _rn intrinsics keep the compiler
+// from fusing the product into the add (one rounding instead of two). On
+// sm_90 an SM converts 16 values per clock and adds 128: each activation
+// took three conversions (rintf, its int, the second level's int). A/B on
+// the H200 (decode tok/s at 128 / 4k tokens of context, 3 runs, one machine
+// start, twice each): TinyLlama Q8_0 1,182 / 957 and 1,187 / 966 against
+// 1,158 / 939 and 1,169 / 946; TinyLlama Q4_K_M 1,201 / 954 and 1,209 / 960
+// against 1,179 / 944 and 1,177 / 946; 7B Q4_K_M 412 / 313 and 414 / 313
+// against 407 / 307 and 406 / 308; 7B Q8_0 343 / 273 and 344 / 274 against
+// 339 / 271 and 337 / 269. Parity over 256 positions is unchanged to the
+// last digit (TinyLlama Q8_0 and Q4_K_M, 7B Q4_K_M).
+#ifndef Q_MAGIC
+#define Q_MAGIC 1
+#endif
+#define Q_MAGIC_C 12582912.f  // 1.5 x 2^23
+// four low bytes (of a, b, c, d) as one word, a in byte 0
+__device__ __forceinline__ uint32_t pack_lo4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+	return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
 // The first int8 level of N activations e: q = round(e * id) packed into
 // bytes w, and the residuals e - q d for the second.
 template <int N>
 __device__ __forceinline__ void level1(const float e[N], float d, float id, float res[N], uint32_t w[N / 4]) {
+#if Q_MAGIC
+#pragma unroll
+	for (int j = 0; j < N; j += 4) {
+		uint32_t t[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			const float r = __fadd_rn(__fmul_rn(e[j + k], id), Q_MAGIC_C);
+			res[j + k] = __fmaf_rn(-__fsub_rn(r, Q_MAGIC_C), d, e[j + k]);
+			t[k] = __float_as_uint(r);
+		}
+		w[j >> 2] = pack_lo4(t[0], t[1], t[2], t[3]);
+	}
+#else
 #pragma unroll
 	for (int j = 0; j < N; j++) {
 		const float q = rintf(e[j] * id);
@@ -1809,17 +1874,28 @@ __device__ __forceinline__ void level1(const float e[N], float d, float id, floa
 		if ((j & 3) == 0) w[j >> 2] = byte;
 		else w[j >> 2] |= byte << (8 * (j & 3));
 	}
+#endif
 }
 
 // The second level: round(res * id2) packed into bytes w.
 template <int N>
 __device__ __forceinline__ void level2(const float res[N], float id2, uint32_t w[N / 4]) {
+#if Q_MAGIC
+#pragma unroll
+	for (int j = 0; j < N; j += 4) {
+		uint32_t t[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) t[k] = __float_as_uint(__fadd_rn(__fmul_rn(res[j + k], id2), Q_MAGIC_C));
+		w[j >> 2] = pack_lo4(t[0], t[1], t[2], t[3]);
+	}
+#else
 #pragma unroll
 	for (int j = 0; j < N; j++) {
 		const uint32_t byte = (uint32_t)__float2int_rn(res[j] * id2) & 0xFFu;
 		if ((j & 3) == 0) w[j >> 2] = byte;
 		else w[j >> 2] |= byte << (8 * (j & 3));
 	}
+#endif
 }
 
 // The sum of the 16 signed bytes of w[0..4): dp4a with ones.
@@ -1961,7 +2037,7 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 // virtual block bid (the weights do not depend on x).
 __device__ __forceinline__ void g2_prefetch(const Mats &ms, int bid, int nblk, int npf) {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int total = ms.end[ms.nmat - 1];
+	const int total = mats_total(ms);
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 	for (int k = 0; k < npf; k++) {
 		const int p = (bid + k * nblk) * G2_WARPS + warp;
@@ -2001,7 +2077,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	int2 *xs16 = (int2 *)(g2_smem + 2 * qbytes + 3 * dbytes);
 	float *xf = (float *)(g2_smem + 2 * qbytes + 3 * dbytes + 4 * dbytes);
 	__shared__ float red[G2_WARPS];
-	const int total = ms.end[ms.nmat - 1];
+	const int total = mats_total(ms);
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 
 	// the weights do not depend on x: start their first rows moving to L2
@@ -2083,7 +2159,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		if (!MK) {
 			pdl_trigger();
 			pdl_wait();
-		}
+			}
 		TRACE_MARK(tr_k1);
 
 		// the norm scale, then the activation in shared memory (two int8 levels
@@ -3432,6 +3508,18 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 #ifndef ATT_CB
 #define ATT_CB 8
 #endif
+// The staged attention's copies of K and V into shared memory as cp.async
+// (every copy of the block in flight at once, the query's loads beside
+// them); 0: loads into registers, then stores (two 16-byte pieces per
+// thread per round, one round after the other). A/B on the H200 (decode
+// tok/s at 128 / 4k, 3 runs, twice each): TinyLlama Q8_0 1,327 / 1,048 and
+// 1,314 / 1,037 against 1,303 / 1,017 and 1,330 / 1,026; TinyLlama Q4_K_M
+// 1,249 / 976 and 1,264 / 994 against 1,262 / 983 and 1,260 / 983 (within
+// noise). The attention trace at 4k put the keys phase at 6.6 of the
+// blocks' 10.4 us (median), for 64 keys.
+#ifndef ATT_STG_ASYNC
+#define ATT_STG_ASYNC 1
+#endif
 #ifndef ATT_KB1
 #define ATT_KB1 32  // V rows per load batch, head_dim <= 64
 #endif
@@ -3662,6 +3750,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	constexpr int KR = MAXD2 <= 2 ? MAXD2 * 8 : 16;
 	constexpr int KB = MAXD2 == 1 ? ATT_KB1 : MAXD2 == 2 ? ATT_KB2 : 4;
 	static_assert(!STG || MAXD2 <= 2, "staged keys are held in registers whole (head_dim <= 128)");
+	static_assert(!STG || !MK, "staged copies do not see K and V written by the same launch");
 	const int nkr = min(hd / 8, KR);
 	uint4 kr[KR];
 	__half2 vr[KB][MAXD2];
@@ -3757,11 +3846,18 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			for (int idx = threadIdx.x; idx < nst * c8; idx += blockDim.x) {
 				const int r = idx / c8, c = idx - r * c8;
 				const size_t src = (size_t)min(k0b + r, end - 1) * hd + 8 * c;
-				*(uint4 *)(kvs + r * ldk + 8 * c) = __ldg((const uint4 *)(kb + src));
-				*(uint4 *)(kvs + cap * ldk + r * hd + 8 * c) = __ldg((const uint4 *)(vb + src));
+				if (ATT_STG_ASYNC) {
+					mm2_cp16((uint32_t)__cvta_generic_to_shared(kvs + r * ldk + 8 * c), kb + src, 16);
+					mm2_cp16((uint32_t)__cvta_generic_to_shared(kvs + cap * ldk + r * hd + 8 * c), vb + src, 16);
+				} else {
+					*(uint4 *)(kvs + r * ldk + 8 * c) = __ldg((const uint4 *)(kb + src));
+					*(uint4 *)(kvs + cap * ldk + r * hd + 8 * c) = __ldg((const uint4 *)(vb + src));
+				}
 			}
+			if (ATT_STG_ASYNC) mm2_commit();
 			if (k0b == start)
 				for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+			if (ATT_STG_ASYNC) mm2_wait<0>();
 			__syncthreads();
 			kbase = k0b;
 			for (int k0s = k0b; k0s < k0b + nst; k0s += 32 * S) {
@@ -3790,6 +3886,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			keys32(k0);
 		}
 	}
+	TRACE_ATT(tr_att1);
 	// merge the stripes of each head
 	if (lane == 0) {
 		sm[warp] = m;
@@ -3836,6 +3933,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			o[1] = L;
 		}
 	}
+	TRACE_ATT(tr_att2);
 	if (ns == 1) return;
 	if (cmerge) {
 		// the ns splits' merges from the blocks' shared memory, in att2_combine's
@@ -3845,6 +3943,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		namespace cg = cooperative_groups;
 		cg::cluster_group cluster = cg::this_cluster();
 		cluster.sync();
+		TRACE_ATT(tr_att2);
 		const int r = s;  // the first cluster: rank = split
 		for (int gg = warp; gg < G; gg += ATT3_WARPS) {
 			const float mj = lane < ns ? cluster.map_shared_rank(cm, lane)[gg] : -INFINITY;
@@ -3879,6 +3978,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		cluster.sync();  // peers' shared memory read, and every rank's share written
 		if (r != 0) return;
 	}
+	TRACE_ATT(tr_att2);
 	// the last block of this kv head to finish (of the groups' first blocks
 	// with cgroup) combines the splits (the groups)
 	const int narr = cgroup ? nact : ns;
@@ -3914,11 +4014,15 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float 
                                                                  int n_kv, int hd, int max_ctx, int nsplit,
                                                                  const int32_t *pos) {
 	TRACE_START();
+#if SK_TRACE
+	if (threadIdx.x == 0) tr_att1 = tr_att2 = tr_k0;
+#endif
 	if (ATT2_TRIGGER) pdl_trigger();
 	att3_item<MAXD2, false, STG, CLU>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
 	                                  blockIdx.y, CLU == 2);
 #if SK_TRACE
-	trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, 1000, gridDim.x * gridDim.y, blockIdx.y * gridDim.x + blockIdx.x, hd, n_head);
+	trace_rec(tr_g0, tr_k0, tr_att1, tr_att2, 1000, gridDim.x * gridDim.y, blockIdx.y * gridDim.x + blockIdx.x, hd,
+	          n_head);
 #endif
 }
 

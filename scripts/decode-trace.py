@@ -5,7 +5,9 @@
 # end, clock64 cycles of its phases). Groups the records into launches, takes
 # the second-to-last complete decode step (ended by the output GEMV) and
 # prints each launch's start, span, overlap with its predecessor and median
-# phase times, then sums per kind of launch.
+# phase times, then sums per kind of launch. The phase columns are named for
+# the GEMVs (wait, prologue, body); an attention record's three phases are
+# its keys, its merge (stripes and cluster) and the rest (the combine).
 #   python3 scripts/decode-trace.py trace.csv [SM clock GHz, default 1.98]
 # (run by `scripts/gpu-check.sh run trace`)
 import csv, sys, statistics as st
