@@ -2159,7 +2159,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		if (!MK) {
 			pdl_trigger();
 			pdl_wait();
-			}
+		}
 		TRACE_MARK(tr_k1);
 
 		// the norm scale, then the activation in shared memory (two int8 levels
