@@ -3457,6 +3457,8 @@ __device__ __forceinline__ int att2_chunk(int n, int nsplit, int G) {
 
 // whether decode attention for G heads per kv head runs in clusters
 static bool att2_clu(const sk_ctx *ctx, int G) { return ctx->clusters && (ATT_CLU == 1 || (ATT_CLU == 2 && G > 1)); }
+// and whether its combine of more than one cluster of splits is two-level
+static bool att2_two(const sk_ctx *ctx, int G) { return att2_clu(ctx, G) && ctx->clusters == 2; }
 
 static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	// one wave: k_attn3_split runs two blocks per SM (its register budget);
@@ -3724,7 +3726,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// more splits than a cluster: each cluster merges its splits into a group
 	// partial (level 1), and one block combines the groups (level 2)
 	const bool cgroup = CLU == 2 && ns > csize;
-	const int ci = s / csize, ng = att2_ngroups(nsplit), nact = (ns + ATT_CLN - 1) / ATT_CLN;
+	const int ci = s / csize, ng = att2_ngroups(nsplit), nact = att2_ngroups(ns);
 	float *gpart = part + (size_t)n_head * nsplit * (hd + 2);
 	if (start >= n) {
 		if ((cmerge && s < csize) || (cgroup && ci * csize < ns)) {
@@ -3993,8 +3995,10 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	__syncthreads();
 	if (!s_last) return;
 	__threadfence();
-	if (!CLU && two && ns > ATT_CLN) {
-		// the persistent step: level 1 of every group from the partials here
+	// the persistent step's two-level combine: level 1 of every group from the
+	// partials here
+	const bool pgroup = !CLU && two && ns > ATT_CLN;
+	if (pgroup) {
 		for (int k = 0; k < nact; k++) {
 			const Att2GlbSrc src{part, G, hd, nsplit, kvh, k * ATT_CLN};
 			att2_level1(src, min(ATT_CLN, ns - k * ATT_CLN), G, hd, 0, G * hd,
@@ -4004,7 +4008,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	}
 	// (one call: a second inlined copy of the combine made the kernel's code
 	// larger and its short contexts slower)
-	const bool grp = cgroup || (!CLU && two && ns > ATT_CLN);
+	const bool grp = cgroup || pgroup;
 	att2_combine(grp ? gpart : part, out, kvh, G, hd, grp ? ng : nsplit, grp ? nact : ns);
 }
 
@@ -4074,17 +4078,17 @@ static void att_cluster_cfg(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr, 
 // 0). Some devices and partitions (MIG, smaller GPCs) cannot place one; the
 // context then runs the combine through L2 instead of failing the launch.
 static bool att_clusters_fit() {
-	for (const attn_fn k : {att_kern[1][0], att_kern[1][1], att_kern[1][2], att_kern[1][3], att_kern[1][4],
-	                        att_kern[2][0], att_kern[2][1], att_kern[2][2], att_kern[2][3], att_kern[2][4]}) {
-		cudaLaunchConfig_t cfg;
-		cudaLaunchAttribute attr;
-		att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
-		int n = 0;
-		if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
-			cudaGetLastError();  // not sticky: clear it for the context's later checks
-			return false;
+	for (int row = 1; row <= 2; row++)  // the clustered rows of att_kern
+		for (const attn_fn k : att_kern[row]) {
+			cudaLaunchConfig_t cfg;
+			cudaLaunchAttribute attr;
+			att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
+			int n = 0;
+			if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
+				cudaGetLastError();  // not sticky: clear it for the context's later checks
+				return false;
+			}
 		}
-	}
 	return true;
 }
 
@@ -4104,7 +4108,7 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	// or of all of them when there are fewer
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
 	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
-	const int row = !clu ? 0 : two && ctx->clusters == 2 ? 2 : 1;
+	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
 	const attn_fn k = att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : 3) : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
@@ -5034,7 +5038,7 @@ static int persist_setup(sk_model *m) {
 	S.hd = c.head_dim;
 	S.max_ctx = c.max_ctx;
 	S.nsplit = m->nsplit;
-	S.two = att2_clu(ctx, c.n_head / c.n_kv_head) && ctx->clusters == 2;
+	S.two = att2_two(ctx, c.n_head / c.n_kv_head);
 	S.eps = c.eps;
 	const persist_fn fn = persist_kernels[uniform == SK_Q8_0 ? 1 : 0][c.head_dim <= 64 ? 0 : 1];
 	smem = (smem + 15) & ~(size_t)15;
@@ -5272,8 +5276,7 @@ extern "C" int sk_model_persistent(const sk_model *m) { return m && m->step_init
 static bool att2_long(const sk_model *m, int pos) {
 	const sk_model_config &c = m->cfg;
 	const int G = c.n_head / c.n_kv_head;
-	return m->att2 && m->ctx->clusters == 2 && att2_clu(m->ctx, G) && m->nsplit > ATT_CLN &&
-	       pos + 1 > ATT_CLN * att2_min(G);
+	return m->att2 && att2_two(m->ctx, G) && m->nsplit > ATT_CLN && pos + 1 > ATT_CLN * att2_min(G);
 }
 
 // the decode graph for the step being enqueued
