@@ -3528,6 +3528,29 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 #ifndef ATT_KB2
 #define ATT_KB2 8  // head_dim <= 128
 #endif
+// Unstaged decode attention at head_dim 128 (7B: one head per kv head) with
+// eight lanes per key: each load instruction takes four whole 128-byte
+// halves of key rows (the lane-per-key loads took 16 bytes of 32 rows, half
+// a sector each, 32 lines per instruction), the eight partial dots of a lane
+// are reduced and scattered over its eight lanes (7 shuffles for 32 keys),
+// and the V rows of a batch are loaded into the registers the keys held (one
+// 8-byte load per row and lane) in ATT_LD8_VR-row rounds: three round trips
+// per 32 keys instead of five. 0: the lane-per-key loop for every head size
+// (A/B). On the H200 (decode tok/s at 128 / 4k tokens of context, 3 runs, one
+// machine start): 7B Q4_K_M 442.9 / 348.2 and 440.3 / 348.7 against 432.1 /
+// 325.4 without it, 7B Q8_0 374.0 / 305.1; the kernel alone at 7B's shape
+// (scripts/attn-probe.cu) 24.3 us at 4k and 75.6 at 16k against 29.3 and 81.5.
+#ifndef ATT_LD8
+#define ATT_LD8 1
+#endif
+// ATT_LD8's V rows per round: 16 (two rounds per batch) or 32 (one). With 32
+// the loop needs more than 128 registers (it spilled 212-236 bytes; 16: 60-80) and was
+// slower: 7B Q4_K_M 437.3 / 332.2, 7B Q8_0 372.5 / 288.1 (same machine start as
+// above), the kernel alone 28.3 us at 4k and 88.5 at 16k.
+#ifndef ATT_LD8_VR
+#define ATT_LD8_VR 16
+#endif
+static_assert(ATT_LD8_VR == 32 || ATT_LD8_VR == 16, "ATT_LD8_VR: 32 or 16");
 #define ATT_CF 2304  // factors in shared memory: G x ns <= 8 heads x 288 splits
 // Decode attention with the keys of each batch staged in shared memory
 // (when heads share kv heads, G > 1, and a batch of 32 keys per stripe fits
@@ -3547,6 +3570,13 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 #endif
 #define ATT_STG_BYTES 18432
 __host__ __device__ constexpr int att_stg_bytes(int maxd2) { return maxd2 == 1 ? ATT_STG_BYTES1 : ATT_STG_BYTES; }
+
+// whether decode attention stages the keys of a batch (ATT_STG)
+static bool att2_stg(int G, int hd) {
+	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
+	return ATT_STG && md <= 2 && G > 1 && 32 * (ATT3_WARPS / G) * (2 * hd + 8) * 2 <= att_stg_bytes(md);
+}
+
 __device__ __forceinline__ void att2_combine(const float *part, float *out, int kvh, int G, int hd, int nsplit,
                                              int ns) {
 	__shared__ float cf[ATT_CF];
@@ -3635,6 +3665,17 @@ __device__ __forceinline__ V ldkv(const V *p) {
 	return MK ? *p : __ldg(p);
 }
 
+// A volatile shared-memory load of four floats: read where it is used, never
+// kept in registers across a loop (ATT_LD8's query, which otherwise held 16
+// registers through the key loop and made ptxas spill).
+__device__ __forceinline__ float4 lds4v(const float *p) {
+	float4 v;
+	asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+	             : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+	             : "r"((uint32_t)__cvta_generic_to_shared(p)));
+	return v;
+}
+
 // Level 1 of the two-level combine (contexts of more than ATT_CLN splits when
 // the kernel runs in clusters): the merges (m_j, l_j, a_j) of a group's cnt <=
 // ATT_CLN consecutive splits into one group partial (M, L, a), in
@@ -3702,11 +3743,85 @@ struct Att2GlbSrc {  // split j0 + j: its partial in global memory
 	__device__ float a(int j, int idx) const { return __ldcg(p(j, idx / hd) + 2 + idx % hd); }
 };
 
+// ATT_LD8's arithmetic, shared by the decode kernel and the persistent step,
+// so that both give the same bits.
+// The partial dots of a 32-key batch: lane t of key group kq, pd[j] over its
+// 16 dimensions of key 4j + kq (qg: the pre-scaled query in shared memory).
+__device__ __forceinline__ void ld8_dots(const uint4 (&k8)[8][2], const float *qg, int t, float (&pd)[8]) {
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		float d = 0.f;
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const __half2 *k2 = (const __half2 *)&k8[j][i];
+			const float4 q0 = lds4v(qg + 64 * i + 8 * t), q1 = lds4v(qg + 64 * i + 8 * t + 4);
+			const float2 f0 = __half22float2(k2[0]), f1 = __half22float2(k2[1]), f2 = __half22float2(k2[2]),
+			             f3 = __half22float2(k2[3]);
+			d += q0.x * f0.x + q0.y * f0.y + q0.z * f1.x + q0.w * f1.y + q1.x * f2.x + q1.y * f2.y + q1.z * f3.x +
+			     q1.w * f3.y;
+		}
+		pd[j] = d;
+	}
+}
+
+// The batch's online-softmax step: the partial dots reduced over the 8 lanes
+// of a key group and scattered (after the xor-4, -2 and -1 steps lane t holds
+// the whole dot of group j = t, key 4t + kq), gathered to one key per lane;
+// returns the lane's weight p (0 past end) and rescales m, l and a4.
+__device__ __forceinline__ float ld8_softmax(const float (&pd)[8], int k0, int end, int lane, float &m, float &l,
+                                             float4 &a4) {
+	const int t = lane & 7;
+	float r4[4], r2[2];
+	const bool h4 = t & 4, h2 = t & 2, h1 = t & 1;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		const float send = h4 ? pd[i] : pd[i + 4], keep = h4 ? pd[i + 4] : pd[i];
+		r4[i] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const float send = h2 ? r4[i] : r4[i + 2], keep = h2 ? r4[i + 2] : r4[i];
+		r2[i] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+	}
+	const float d1 = (h1 ? r2[1] : r2[0]) + __shfl_xor_sync(0xffffffffu, h1 ? r2[0] : r2[1], 1);
+	// lane i: key k0 + i, held by lane 8 (i & 3) + (i >> 2)
+	const float dsum = __shfl_sync(0xffffffffu, d1, 8 * (lane & 3) + (lane >> 2));
+	const bool ok = k0 + lane < end;
+	const float sc = ok ? dsum : -INFINITY;
+	const float mn = fmaxf(m, warp_max(sc));  // finite: key k0 is valid
+	const float corr = __expf(m - mn);
+	const float p = ok ? __expf(sc - mn) : 0.f;
+	l = l * corr + warp_sum(p);
+	m = mn;
+	a4.x *= corr, a4.y *= corr, a4.z *= corr, a4.w *= corr;
+	return p;
+}
+
+// P x V for N V rows of the batch from row u0 (v8[u]: row k0 + u0 + u, the
+// lane's dimensions 4 lane..4 lane+3; zeros past end), in row order.
+template <int N>
+__device__ __forceinline__ void ld8_pv(float p, const uint2 (&v8)[N], int u0, float4 &a4) {
+#pragma unroll
+	for (int u = 0; u < N; u++) {
+		const float pj = __shfl_sync(0xffffffffu, p, u0 + u);  // 0 past end
+		const __half2 *v2 = (const __half2 *)&v8[u];
+		const float2 f0 = __half22float2(v2[0]), f1 = __half22float2(v2[1]);
+		a4.x += pj * f0.x;
+		a4.y += pj * f0.y;
+		a4.z += pj * f1.x;
+		a4.w += pj * f1.y;
+	}
+}
+
 // CLU: 0 not in clusters; 1 in clusters, merging a context of at most
 // ATT_CLN splits there (more go through L2 as without clusters); 2 in
 // clusters, and the combine of more than ATT_CLN splits is two-level.
 // two: the persistent step (CLU 0) combines two-level as CLU 2 would.
-template <int MAXD2, bool MK, bool STG, int CLU = 0>
+// LD: 0 the lane-per-key loop; 1 the ATT_LD8 loop (head_dim exactly 128,
+// unstaged), in its own instantiations so that the lane-per-key loop's
+// registers are not shared. The persistent step (MK) picks the LD8 loop at
+// run time.
+template <int MAXD2, bool MK, bool STG, int CLU = 0, int LD = 0>
 __device__ __forceinline__ void att3_item(const float *q, const __half *kc, const __half *vc, float *part, float *out,
                                           int *counter, int n_head, int n_kv, int hd, int max_ctx, int nsplit,
                                           const int32_t *pos, int kvh, int s, bool two) {
@@ -3787,6 +3902,10 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	};
 
 	float m = -INFINITY, l = 0.f;
+	// ATT_LD8: head_dim 128 unstaged, eight lanes per key (acc in a4)
+	static_assert(LD == 0 || (LD == 1 && MAXD2 == 2 && !STG), "LD8: head_dim 128, unstaged");
+	const bool ld8 = LD == 1 || (MK && ATT_LD8 && MAXD2 == 2 && !STG && hd == 128);
+	float4 a4 = make_float4(0.f, 0.f, 0.f, 0.f);
 	float2 acc[MAXD2];
 #pragma unroll
 	for (int i = 0; i < MAXD2; i++) acc[i] = make_float2(0.f, 0.f);
@@ -3871,6 +3990,54 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				}
 			}
 		}
+	} else if (ld8) {
+		// eight lanes per key (ATT_LD8): lane t of key group kq holds dimensions
+		// 8t..8t+7 and 64+8t..64+8t+7 of keys k0 + 4j + kq, j < 8
+		const int t = lane & 7, kq = lane >> 3;
+		uint4 k8[8][2];
+		auto issue_k8 = [&](int k0) {
+			// one base address, row j at a constant offset (clamped row addresses
+			// took two registers each); keys past end read as zeros (masked)
+			const uint4 *kp = (const uint4 *)(kb + (size_t)(k0 + kq) * 128) + t;
+			const int nk = end - k0 - kq;
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				const bool in = 4 * j < nk;
+				k8[j][0] = in ? ldkv<MK>(kp + 64 * j) : make_uint4(0u, 0u, 0u, 0u);
+				k8[j][1] = in ? ldkv<MK>(kp + 64 * j + 8) : make_uint4(0u, 0u, 0u, 0u);
+			}
+		};
+		const int kfirst = stripe < S ? start + stripe * 32 : end;
+		if (kfirst < end) issue_k8(kfirst);
+		for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+		__syncthreads();
+		for (int k0 = kfirst; k0 < end; k0 += S * 32) {
+			if (k0 != kfirst) issue_k8(k0);
+			float pd[8];
+			ld8_dots(k8, qg, t, pd);
+			// the batch's 32 V rows (lane: dimensions 4 lane..4 lane+3), rows past
+			// end as zeros (times p = 0). The loads depend on every partial dot, so
+			// that ptxas does not hoist them above the dots and hold K and V at
+			// once: with a NaN among the dots none is loaded, and the output is NaN
+			// either way.
+			const float chk = ((pd[0] + pd[1]) + (pd[2] + pd[3])) + ((pd[4] + pd[5]) + (pd[6] + pd[7]));
+			const int nv = chk == chk ? end - k0 : 0;
+			const uint2 *vp = (const uint2 *)(vb + (size_t)k0 * 128) + lane;
+			uint2 v8[ATT_LD8_VR];
+#pragma unroll
+			for (int u = 0; u < ATT_LD8_VR; u++) v8[u] = u < nv ? ldkv<MK>(vp + 32 * u) : make_uint2(0u, 0u);
+			const float p = ld8_softmax(pd, k0, end, lane, m, l, a4);
+			ld8_pv(p, v8, 0, a4);
+			if constexpr (ATT_LD8_VR < 32) {
+				// the second round depends on the first one's sums (a NaN there
+				// skips it: the output is NaN either way)
+				const int nv2 = a4.x == a4.x ? nv : 0;
+#pragma unroll
+				for (int u = 0; u < ATT_LD8_VR; u++)
+					v8[u] = u + 16 < nv2 ? ldkv<MK>(vp + 32 * (u + 16)) : make_uint2(0u, 0u);
+				ld8_pv(p, v8, 16, a4);
+			}
+		}
 	} else {
 		// stripe >= S: an idle warp (G does not divide the warps); k0 starts past end
 		const int kfirst = stripe < S ? start + stripe * 32 : end;
@@ -3894,10 +4061,14 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		sm[warp] = m;
 		sl[warp] = l;
 	}
+	if (ld8) {
+		*(float4 *)&sacc[warp][4 * lane] = a4;
+	} else {
 #pragma unroll
-	for (int i = 0; i < MAXD2; i++) {
-		sacc[warp][2 * lane + 64 * i] = acc[i].x;
-		sacc[warp][2 * lane + 64 * i + 1] = acc[i].y;
+		for (int i = 0; i < MAXD2; i++) {
+			sacc[warp][2 * lane + 64 * i] = acc[i].x;
+			sacc[warp][2 * lane + 64 * i + 1] = acc[i].y;
+		}
 	}
 	__syncthreads();
 	// one split (a context of at most chunk keys): the block's merge is the
@@ -4012,7 +4183,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	att2_combine(grp ? gpart : part, out, kvh, G, hd, grp ? ng : nsplit, grp ? nact : ns);
 }
 
-template <int MAXD2, bool STG, int CLU>
+template <int MAXD2, bool STG, int CLU, int LD = 0>
 __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float *q, const __half *kc, const __half *vc,
                                                                  float *part, float *out, int *counter, int n_head,
                                                                  int n_kv, int hd, int max_ctx, int nsplit,
@@ -4022,8 +4193,8 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float 
 	if (threadIdx.x == 0) tr_att1 = tr_att2 = tr_k0;
 #endif
 	if (ATT2_TRIGGER) pdl_trigger();
-	att3_item<MAXD2, false, STG, CLU>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, blockIdx.x,
-	                                  blockIdx.y, CLU == 2);
+	att3_item<MAXD2, false, STG, CLU, LD>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos,
+	                                      blockIdx.x, blockIdx.y, CLU == 2);
 #if SK_TRACE
 	trace_rec(tr_g0, tr_k0, tr_att1, tr_att2, 1000, gridDim.x * gridDim.y, blockIdx.y * gridDim.x + blockIdx.x, hd,
 	          n_head);
@@ -4049,11 +4220,11 @@ static int *attn2_counters(float *part, int n_head, int hd, int nsplit) {
 typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, float *, int *, int, int, int, int, int,
                         const int32_t *);
 // decode attention kernels: [CLU][head_dim <= 64 staged, <= 64, <= 128
-// staged, <= 128, <= 256]
+// staged, <= 128, <= 256, 128 (ATT_LD8)]
 #define ATT_KERN(C)                                                                                              \
 	{k_attn3_split<1, true, C>, k_attn3_split<1, false, C>, k_attn3_split<2, true, C>, k_attn3_split<2, false, C>, \
-	 k_attn3_split<4, false, C>}
-static const attn_fn att_kern[3][5] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
+	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>}
+static const attn_fn att_kern[3][6] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
 #undef ATT_KERN
 
 // The launch of a decode attention grid in clusters of csize consecutive
@@ -4102,14 +4273,14 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	int *counter = attn2_counters(part, n_head, hd, nsplit);
 	dim3 grid(n_kv, nsplit);
 	cudaStream_t s = ctx->stream;
-	const int G = n_head / n_kv, S = ATT3_WARPS / G;
-	const bool stg = ATT_STG && md <= 2 && G > 1 && 32 * S * (2 * hd + 8) * 2 <= att_stg_bytes(md);
+	const int G = n_head / n_kv;
+	const bool stg = att2_stg(G, hd);
 	// clusters of ATT_CLN splits (nsplit is a multiple of it, see att2_nsplit),
 	// or of all of them when there are fewer
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
 	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
-	const attn_fn k = att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : 3) : 4];
+	const attn_fn k = att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : ATT_LD8 && hd == 128 ? 5 : 3) : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;

@@ -439,6 +439,9 @@ var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
 	{32, 4, 64, 20000, 63}, {32, 4, 64, 20000, 64}, {32, 4, 64, 20000, 16999}, {16, 2, 40, 300, 299},
 	// more than 8 heads per group: v2 falls back to v1
 	{16, 1, 64, 100, 77},
+	// head_dim 128 without staging (eight lanes per key): 7B's shape at 4k, a
+	// last split with a partial 32-key batch, one split of 38 keys
+	{32, 32, 128, 4352, 4095}, {8, 8, 128, 700, 650}, {4, 4, 128, 300, 37},
 }
 
 func testAttentionDecode(t *testing.T, d *Device, r *rand.Rand, cases []struct{ heads, kv, hd, maxCtx, pos int }) {
