@@ -3666,8 +3666,8 @@ __device__ __forceinline__ V ldkv(const V *p) {
 }
 
 // A volatile shared-memory load of four floats: read where it is used, never
-// kept in registers across a loop (ATT_LD8's query, which otherwise held 16
-// registers through the key loop and made ptxas spill).
+// kept in registers across a loop (ATT_LD8's query: 16 more registers live
+// through the key loop of a kernel held to 128).
 __device__ __forceinline__ float4 lds4v(const float *p) {
 	float4 v;
 	asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
@@ -4015,11 +4015,11 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			if (k0 != kfirst) issue_k8(k0);
 			float pd[8];
 			ld8_dots(k8, qg, t, pd);
-			// the batch's 32 V rows (lane: dimensions 4 lane..4 lane+3), rows past
-			// end as zeros (times p = 0). The loads depend on every partial dot, so
-			// that ptxas does not hoist them above the dots and hold K and V at
-			// once: with a NaN among the dots none is loaded, and the output is NaN
-			// either way.
+			// the batch's V rows, ATT_LD8_VR per round (lane: dimensions 4 lane..
+			// 4 lane+3), rows past end as zeros (times p = 0). The loads depend on
+			// every partial dot, so that ptxas does not hoist them above the dots
+			// and hold K and V at once: with a NaN among the dots none is loaded,
+			// and the output is NaN either way.
 			const float chk = ((pd[0] + pd[1]) + (pd[2] + pd[3])) + ((pd[4] + pd[5]) + (pd[6] + pd[7]));
 			const int nv = chk == chk ? end - k0 : 0;
 			const uint2 *vp = (const uint2 *)(vb + (size_t)k0 * 128) + lane;

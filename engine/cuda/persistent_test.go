@@ -38,8 +38,8 @@ func TestDecodePersistent(t *testing.T) {
 		{"Q8_0", synth.Shape{Dim: 256, Layers: 3, FFN: 768, Heads: 8, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
 		// head_dim 128, 2 heads per kv head, mixed Q4_K / Q6_K weights
 		{"Q4_K_M", synth.Shape{Dim: 512, Layers: 2, FFN: 1280, Heads: 4, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
-		// head_dim 128 without GQA: the per-op step's pipelined attention kernel
-		// against the persistent step's register loop
+		// head_dim 128 without GQA: the per-op step's eight-lanes-per-key
+		// attention kernel against the persistent step's copy of its loop
 		{"Q8_0", synth.Shape{Dim: 256, Layers: 2, FFN: 512, Heads: 2, KVHeads: 2, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
 		// head_dim 64 without GQA, odd FFN row count per pair layout
 		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 4, Vocab: 777, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
