@@ -4,10 +4,11 @@
 # block of every decode GEMV and attention launch: %globaltimer at start and
 # end, clock64 cycles of its phases). Groups the records into launches, takes
 # the second-to-last complete decode step (ended by the output GEMV) and
-# prints each launch's start, span, overlap with its predecessor and median
-# phase times, then sums per kind of launch. The phase columns are named for
-# the GEMVs (wait, prologue, body); an attention record's three phases are
-# its keys, its merge (stripes and cluster) and the rest (the combine).
+# prints each launch's start, span, overlap with its predecessor, median and
+# largest phase times, then sums per kind of launch. The phase columns are
+# named for the GEMVs (wait, prologue, body); an attention record's three
+# phases are its keys, its merge (stripes and cluster) and the rest (the
+# combine).
 #   python3 scripts/decode-trace.py trace.csv [SM clock GHz, default 1.98]
 # (run by `scripts/gpu-check.sh run trace`)
 import csv, sys, statistics as st
@@ -47,9 +48,10 @@ for k, c in enumerate(step):
     med = lambda f: st.median(f(r) for r in R)
     gap = (s0 - prev_end) / 1e3 if prev_end else 0
     n = name(c["key"])
-    line = "%-22s blocks %4d/%4d  start+%.1f  span %.1f  gap %+.1f  starts over %.1f  ends over %.1f  | wait %.2f prologue %.2f body %.2f (med us) body max %.2f" % (
+    line = "%-22s blocks %4d/%4d  start+%.1f  span %.1f  gap %+.1f  starts over %.1f  ends over %.1f  | wait %.2f prologue %.2f body %.2f (med us) max %.2f / %.2f / %.2f" % (
         n, len(R), c["key"][1], (s0 - t_start) / 1e3, (e1 - s0) / 1e3, gap, (s1 - s0) / 1e3, (e1 - e0) / 1e3,
-        us(med(lambda r: r["c1"])), us(med(lambda r: r["c2"])), us(med(lambda r: r["c3"])), us(max(r["c3"] for r in R)))
+        us(med(lambda r: r["c1"])), us(med(lambda r: r["c2"])), us(med(lambda r: r["c3"])),
+        us(max(r["c1"] for r in R)), us(max(r["c2"] for r in R)), us(max(r["c3"] for r in R)))
     if k < 8 or k == len(step) - 1:  # the first layer and the output GEMV
         print(line)
     a_ = agg.setdefault(n, [0, 0, 0, 0, 0, 0])
