@@ -6,7 +6,7 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab trace;
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab trace probe;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 2); the `variants` stage runs stories,
@@ -138,6 +138,15 @@ if has trace; then
 			--model "$MODELS/$m.gguf" --ctx ${TRACE_CTX:-128} --tokens 16 --runs 1 --prefill 16 > /dev/null 2>&1
 		python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; tail -8 "$OUT/trace-$m.txt"
 	done
+fi
+if has probe; then
+	# decode attention alone (scripts/attn-probe.cu): cluster placement limits and per-launch times at
+	# TinyLlama's and 7B's shapes up to 16k tokens of context; PROBE_FLAGS adds -D knobs
+	log "attention probe"
+	mkdir -p /tmp/ab
+	${NVCC:-nvcc} -O3 -std=c++17 -Ikernels -gencode arch=compute_90,code=sm_90 ${PROBE_FLAGS:-} -o /tmp/ab/attn-probe \
+		scripts/attn-probe.cu -DKSRC="\"$PWD/kernels/sparkinfer_kernels.cu\"" > /tmp/ab/attn-probe.log 2>&1 || { tail -5 /tmp/ab/attn-probe.log; exit 1; }
+	/tmp/ab/attn-probe | tee "$OUT/attn-probe.txt"
 fi
 if has ab; then
 	# A/B of kernel builds in one machine start: AB is a space-separated list
