@@ -3572,7 +3572,7 @@ static_assert(ATT_LD8_VR == 32 || ATT_LD8_VR == 16, "ATT_LD8_VR: 32 or 16");
 __host__ __device__ constexpr int att_stg_bytes(int maxd2) { return maxd2 == 1 ? ATT_STG_BYTES1 : ATT_STG_BYTES; }
 
 // whether decode attention stages the keys of a batch (ATT_STG)
-static bool att2_stg(int G, int hd) {
+__host__ __device__ inline bool att2_stg(int G, int hd) {
 	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
 	return ATT_STG && md <= 2 && G > 1 && 32 * (ATT3_WARPS / G) * (2 * hd + 8) * 2 <= att_stg_bytes(md);
 }
@@ -3904,7 +3904,9 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	float m = -INFINITY, l = 0.f;
 	// ATT_LD8: head_dim 128 unstaged, eight lanes per key (acc in a4)
 	static_assert(LD == 0 || (LD == 1 && MAXD2 == 2 && !STG), "LD8: head_dim 128, unstaged");
-	const bool ld8 = LD == 1 || (MK && ATT_LD8 && MAXD2 == 2 && !STG && hd == 128);
+	// (the persistent step where the kernel-per-op step runs the LD8 kernel:
+	// not where that one stages, G = 8 at head_dim 128)
+	const bool ld8 = LD == 1 || (MK && ATT_LD8 && MAXD2 == 2 && !STG && hd == 128 && !att2_stg(G, hd));
 	float4 a4 = make_float4(0.f, 0.f, 0.f, 0.f);
 	float2 acc[MAXD2];
 #pragma unroll

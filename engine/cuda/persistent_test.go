@@ -41,6 +41,10 @@ func TestDecodePersistent(t *testing.T) {
 		// head_dim 128 without GQA: the per-op step's eight-lanes-per-key
 		// attention kernel against the persistent step's copy of its loop
 		{"Q8_0", synth.Shape{Dim: 256, Layers: 2, FFN: 512, Heads: 2, KVHeads: 2, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		// head_dim 128, 8 heads per kv head: the kernel-per-op step stages the
+		// keys (one lane per key), so the persistent step must not take the
+		// eight-lanes-per-key loop there
+		{"Q8_0", synth.Shape{Dim: 1024, Layers: 2, FFN: 1536, Heads: 8, KVHeads: 1, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
 		// head_dim 64 without GQA, odd FFN row count per pair layout
 		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 4, Vocab: 777, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
 	}
