@@ -3571,11 +3571,17 @@ static_assert(ATT_LD8_VR == 32 || ATT_LD8_VR == 16, "ATT_LD8_VR: 32 or 16");
 #define ATT_STG_BYTES 18432
 __host__ __device__ constexpr int att_stg_bytes(int maxd2) { return maxd2 == 1 ? ATT_STG_BYTES1 : ATT_STG_BYTES; }
 
+// decode attention's head_dim class: 64-wide slots per lane pair (MAXD2)
+__host__ __device__ constexpr int att2_md(int hd) { return hd <= 64 ? 1 : hd <= 128 ? 2 : 4; }
 // whether decode attention stages the keys of a batch (ATT_STG)
 __host__ __device__ inline bool att2_stg(int G, int hd) {
-	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
+	const int md = att2_md(hd);
 	return ATT_STG && md <= 2 && G > 1 && 32 * (ATT3_WARPS / G) * (2 * hd + 8) * 2 <= att_stg_bytes(md);
 }
+// whether it runs the eight-lanes-per-key loop (ATT_LD8): the kernel-per-op
+// step's choice of kernel and the persistent step's choice of loop, so that
+// both compute the same bits
+__host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd == 128 && !att2_stg(G, hd); }
 
 __device__ __forceinline__ void att2_combine(const float *part, float *out, int kvh, int G, int hd, int nsplit,
                                              int ns) {
@@ -3904,9 +3910,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	float m = -INFINITY, l = 0.f;
 	// ATT_LD8: head_dim 128 unstaged, eight lanes per key (acc in a4)
 	static_assert(LD == 0 || (LD == 1 && MAXD2 == 2 && !STG), "LD8: head_dim 128, unstaged");
-	// (the persistent step where the kernel-per-op step runs the LD8 kernel:
-	// not where that one stages, G = 8 at head_dim 128)
-	const bool ld8 = LD == 1 || (MK && ATT_LD8 && MAXD2 == 2 && !STG && hd == 128 && !att2_stg(G, hd));
+	const bool ld8 = LD == 1 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
 	float4 a4 = make_float4(0.f, 0.f, 0.f, 0.f);
 	float2 acc[MAXD2];
 #pragma unroll
@@ -4036,8 +4040,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				const int nv2 = a4.x == a4.x ? nv : 0;
 #pragma unroll
 				for (int u = 0; u < ATT_LD8_VR; u++)
-					v8[u] = u + 16 < nv2 ? ldkv<MK>(vp + 32 * (u + 16)) : make_uint2(0u, 0u);
-				ld8_pv(p, v8, 16, a4);
+					v8[u] = u + ATT_LD8_VR < nv2 ? ldkv<MK>(vp + 32 * (u + ATT_LD8_VR)) : make_uint2(0u, 0u);
+				ld8_pv(p, v8, ATT_LD8_VR, a4);
 			}
 		}
 	} else {
@@ -4271,7 +4275,7 @@ static bool att_clusters_fit() {
 // faster at 128 tokens of context (1,175 against 1,126-1,134 tok/s).
 static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
                         int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit, bool two) {
-	const int md = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
+	const int md = att2_md(hd);
 	int *counter = attn2_counters(part, n_head, hd, nsplit);
 	dim3 grid(n_kv, nsplit);
 	cudaStream_t s = ctx->stream;
@@ -4282,7 +4286,7 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
 	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
-	const attn_fn k = att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : ATT_LD8 && hd == 128 ? 5 : 3) : 4];
+	const attn_fn k = att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? 5 : 3) : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;
