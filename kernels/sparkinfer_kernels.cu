@@ -1226,18 +1226,29 @@ __device__ __forceinline__ unsigned long long gtimer() {
 	return t;
 }
 __device__ __forceinline__ void trace_rec(unsigned long long g0, long long k0, long long k1, long long k2, int tag,
-                                          int grid, int block, int cols, int rows) {
+                                          int grid, int block, int cols, int rows, long long k3 = -1) {
 	__syncthreads();
 	if (threadIdx.x) return;
-	const long long k3 = clock64();
+	if (k3 < 0) k3 = clock64();
 	const unsigned int i = atomicAdd(&sk_trace_n, 1u);
 	if (i >= SK_TRACE_N) return;
 	unsigned int sm;
 	asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
 	sk_trace[i] = TraceRec{g0, gtimer(), k1 - k0, k2 - k1, k3 - k2, tag, grid, block, cols, rows, (int)sm};
 }
-#define TRACE_START() const unsigned long long tr_g0 = gtimer(); const long long tr_k0 = clock64(); long long tr_k1 = tr_k0, tr_k2 = tr_k0
+#define TRACE_START() const unsigned long long tr_g0 = gtimer(); const long long tr_k0 = clock64(); long long tr_k1 = tr_k0, tr_k2 = tr_k0, tr_kx = tr_k0, tr_ky = tr_k0; \
+	(void)tr_k1, (void)tr_k2, (void)tr_kx, (void)tr_ky
 #define TRACE_MARK(v) v = clock64()
+// SK_TRACE=2: a GEMV block's record splits its prologue instead (c1: from the
+// wait's end until thread 0 holds its x, c2: the norm's block reduction, c3:
+// the quantization and the barrier after it). TRACE_USE waits for a loaded
+// value (a move that reads it) before the next mark.
+#define TRACE_USE(v)                                                   \
+	do {                                                               \
+		unsigned tr_u;                                                 \
+		asm volatile("mov.b32 %0, %1;" : "=r"(tr_u) : "f"(v));         \
+		(void)tr_u;                                                    \
+	} while (0)
 // the decode attention's phases (thread 0 of the block): keys done, splits
 // merged (in the cluster or into partials); its record's c1, c2, c3 are
 // then keys, merge and the rest (the combine)
@@ -1248,6 +1259,7 @@ __shared__ long long tr_att1, tr_att2;
 #define TRACE_START()
 #define TRACE_MARK(v)
 #define TRACE_ATT(v)
+#define TRACE_USE(v)
 #endif
 
 // ---------------------------------------------------------------- fused GEMV
@@ -2133,6 +2145,10 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 			for (int i = 0; i < 4; i++) xr[i] = ldx4<MK>(x, 8 * hb + 4 * hh + i);
 		}
+#if SK_TRACE == 2
+		if (hok) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x);
+#endif
+		TRACE_MARK(tr_kx);
 		float scale = 1.f;
 		if (normw) {
 			float ss = 0.f;
@@ -2142,6 +2158,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			}
 			scale = g2_norm_scale(ss, red, cols, eps);
 		}
+		TRACE_MARK(tr_ky);
 		if (hb < G2_WARPS * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
 			quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
 	} else {
@@ -2182,6 +2199,12 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 			for (int i = 0; i < 8; i++) xr1[i] = ldx4<MK>(x, 8 * b1 + i);
 		}
+#if SK_TRACE == 2
+		if (hok) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x);
+		if (pq && !ph && b0 < nb32) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x + xr[4].x + xr[5].x + xr[6].x + xr[7].x);
+		if (two) TRACE_USE(xr1[0].x + xr1[1].x + xr1[2].x + xr1[3].x + xr1[4].x + xr1[5].x + xr1[6].x + xr1[7].x);
+#endif
+		TRACE_MARK(tr_kx);
 		if (normw) {
 			float ss = 0.f;
 			if (ph) {
@@ -2211,6 +2234,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			}
 			scale = g2_norm_scale(ss, red, cols, eps);
 		}
+		TRACE_MARK(tr_ky);
 		if (need_f) {
 			for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
 		}
@@ -2358,7 +2382,11 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		}
 	}
 #if SK_TRACE
+#if SK_TRACE == 2
+	if (!MK) trace_rec(tr_g0, tr_k1, tr_kx, tr_ky, T, nblk, bid, cols, total, tr_k2);
+#else
 	if (!MK) trace_rec(tr_g0, tr_k0, tr_k1, tr_k2, T, nblk, bid, cols, total);
+#endif
 #endif
 }
 

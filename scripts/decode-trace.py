@@ -10,8 +10,12 @@
 # phases are its keys, its merge (stripes and cluster) and the rest (the
 # combine).
 #   python3 scripts/decode-trace.py trace.csv [SM clock GHz, default 1.98]
+# A -DSK_TRACE=2 build records a GEMV's prologue in its three phases instead
+# (x loaded, the norm's reduction, the quantization); TRACE_PHASES=x,norm,quant
+# names the columns so.
 # (run by `scripts/gpu-check.sh run trace`)
-import csv, sys, statistics as st
+import csv, os, sys, statistics as st
+P = os.environ.get("TRACE_PHASES", "wait,prologue,body").split(",")
 rows = [dict((k, int(v)) for k, v in r.items()) for r in csv.DictReader(open(sys.argv[1]))]
 ghz = float(sys.argv[2]) if len(sys.argv) > 2 else 1.98
 rows.sort(key=lambda r: r["g0"])
@@ -48,7 +52,7 @@ for k, c in enumerate(step):
     med = lambda f: st.median(f(r) for r in R)
     gap = (s0 - prev_end) / 1e3 if prev_end else 0
     n = name(c["key"])
-    line = "%-22s blocks %4d/%4d  start+%.1f  span %.1f  gap %+.1f  starts over %.1f  ends over %.1f  | wait %.2f prologue %.2f body %.2f (med us) max %.2f / %.2f / %.2f" % (
+    line = ("%-22s blocks %4d/%4d  start+%.1f  span %.1f  gap %+.1f  starts over %.1f  ends over %.1f  | " + P[0] + " %.2f " + P[1] + " %.2f " + P[2] + " %.2f (med us) max %.2f / %.2f / %.2f") % (
         n, len(R), c["key"][1], (s0 - t_start) / 1e3, (e1 - s0) / 1e3, gap, (s1 - s0) / 1e3, (e1 - e0) / 1e3,
         us(med(lambda r: r["c1"])), us(med(lambda r: r["c2"])), us(med(lambda r: r["c3"])),
         us(max(r["c1"] for r in R)), us(max(r["c2"] for r in R)), us(max(r["c3"] for r in R)))
@@ -58,6 +62,6 @@ for k, c in enumerate(step):
     a_[0] += 1; a_[1] += (e1 - s0) / 1e3; a_[2] += gap
     a_[3] += us(med(lambda r: r["c1"])); a_[4] += us(med(lambda r: r["c2"])); a_[5] += us(med(lambda r: r["c3"]))
     prev_end = e1
-print("per kind: count, span sum, gap sum, wait/prologue/body medians summed (us)")
+print("per kind: count, span sum, gap sum, %s medians summed (us)" % "/".join(P))
 for n, v in agg.items():
-    print("  %-22s %3d  span %8.1f  gap %7.1f  wait %6.1f prologue %6.1f body %7.1f" % (n, *v))
+    print(("  %-22s %3d  span %8.1f  gap %7.1f  " + P[0] + " %6.1f " + P[1] + " %6.1f " + P[2] + " %7.1f") % (n, *v))
