@@ -3579,6 +3579,16 @@ __device__ __forceinline__ void qk_dots(const float *qs, int G, int hd, const __
 #define ATT_LD8_VR 16
 #endif
 static_assert(ATT_LD8_VR == 32 || ATT_LD8_VR == 16, "ATT_LD8_VR: 32 or 16");
+// Short contexts at one head per kv head (7B): while the active splits fit
+// one block per SM (n_kv x splits <= SMs: 7B up to 1,024 tokens), the
+// eight-lane loop runs in a kernel compiled for one block per SM, whose
+// registers hold a batch's K rows and all 32 of its V rows at once: one
+// round trip per 32 keys instead of three. The same arithmetic in the same
+// order (the logits do not depend on which kernel ran). The model keeps it
+// in its short-context decode graph (att2_long). 0: never (A/B).
+#ifndef ATT_LD8_1SM
+#define ATT_LD8_1SM 1
+#endif
 #define ATT_CF 2304  // factors in shared memory: G x ns <= 8 heads x 288 splits
 // Decode attention with the keys of each batch staged in shared memory
 // (when heads share kv heads, G > 1, and a batch of 32 keys per stripe fits
@@ -3791,8 +3801,17 @@ __device__ __forceinline__ void ld8_dots(const uint4 (&k8)[8][2], const float *q
 			const float4 q0 = lds4v(qg + 64 * i + 8 * t), q1 = lds4v(qg + 64 * i + 8 * t + 4);
 			const float2 f0 = __half22float2(k2[0]), f1 = __half22float2(k2[1]), f2 = __half22float2(k2[2]),
 			             f3 = __half22float2(k2[3]);
-			d += q0.x * f0.x + q0.y * f0.y + q0.z * f1.x + q0.w * f1.y + q1.x * f2.x + q1.y * f2.y + q1.z * f3.x +
-			     q1.w * f3.y;
+			// in explicit roundings (as the compiler contracted the sum of products
+			// before): the same bits in every kernel that runs it
+			float e = __fmul_rn(q0.x, f0.x);
+			e = __fmaf_rn(q0.y, f0.y, e);
+			e = __fmaf_rn(q0.z, f1.x, e);
+			e = __fmaf_rn(q0.w, f1.y, e);
+			e = __fmaf_rn(q1.x, f2.x, e);
+			e = __fmaf_rn(q1.y, f2.y, e);
+			e = __fmaf_rn(q1.z, f3.x, e);
+			e = __fmaf_rn(q1.w, f3.y, e);
+			d = __fadd_rn(d, e);
 		}
 		pd[j] = d;
 	}
@@ -3827,7 +3846,10 @@ __device__ __forceinline__ float ld8_softmax(const float (&pd)[8], int k0, int e
 	const float p = ok ? __expf(sc - mn) : 0.f;
 	l = l * corr + warp_sum(p);
 	m = mn;
-	a4.x *= corr, a4.y *= corr, a4.z *= corr, a4.w *= corr;
+	// a rounded product (__fmul_rn is never fused): the next PV step's add
+	// must not be contracted with it in one kernel and not in another
+	a4.x = __fmul_rn(a4.x, corr), a4.y = __fmul_rn(a4.y, corr), a4.z = __fmul_rn(a4.z, corr),
+	a4.w = __fmul_rn(a4.w, corr);
 	return p;
 }
 
@@ -3840,10 +3862,10 @@ __device__ __forceinline__ void ld8_pv(float p, const uint2 (&v8)[N], int u0, fl
 		const float pj = __shfl_sync(0xffffffffu, p, u0 + u);  // 0 past end
 		const __half2 *v2 = (const __half2 *)&v8[u];
 		const float2 f0 = __half22float2(v2[0]), f1 = __half22float2(v2[1]);
-		a4.x += pj * f0.x;
-		a4.y += pj * f0.y;
-		a4.z += pj * f1.x;
-		a4.w += pj * f1.y;
+		a4.x = __fmaf_rn(pj, f0.x, a4.x);
+		a4.y = __fmaf_rn(pj, f0.y, a4.y);
+		a4.z = __fmaf_rn(pj, f1.x, a4.z);
+		a4.w = __fmaf_rn(pj, f1.y, a4.w);
 	}
 }
 
@@ -3937,8 +3959,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 
 	float m = -INFINITY, l = 0.f;
 	// ATT_LD8: head_dim 128 unstaged, eight lanes per key (acc in a4)
-	static_assert(LD == 0 || (LD == 1 && MAXD2 == 2 && !STG), "LD8: head_dim 128, unstaged");
-	const bool ld8 = LD == 1 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
+	static_assert(LD == 0 || ((LD == 1 || LD == 2) && MAXD2 == 2 && !STG && !MK), "LD8: head_dim 128, unstaged");
+	const bool ld8 = LD >= 1 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
 	float4 a4 = make_float4(0.f, 0.f, 0.f, 0.f);
 	float2 acc[MAXD2];
 #pragma unroll
@@ -4041,14 +4063,33 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				k8[j][1] = in ? ldkv<MK>(kp + 64 * j + 8) : make_uint4(0u, 0u, 0u, 0u);
 			}
 		};
+		// LD 2 (ATT_LD8_1SM): all 32 V rows of the batch with its keys
+		uint2 vw[LD == 2 ? 32 : 1];
+		auto issue_vw = [&](int k0) {
+			const uint2 *vp = (const uint2 *)(vb + (size_t)k0 * 128) + lane;
+			const int nv = end - k0;
+#pragma unroll
+			for (int u = 0; u < (LD == 2 ? 32 : 1); u++) vw[u] = u < nv ? ldkv<MK>(vp + 32 * u) : make_uint2(0u, 0u);
+		};
 		const int kfirst = stripe < S ? start + stripe * 32 : end;
-		if (kfirst < end) issue_k8(kfirst);
+		if (kfirst < end) {
+			issue_k8(kfirst);
+			if constexpr (LD == 2) issue_vw(kfirst);
+		}
 		for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
 		__syncthreads();
 		for (int k0 = kfirst; k0 < end; k0 += S * 32) {
-			if (k0 != kfirst) issue_k8(k0);
+			if (k0 != kfirst) {
+				issue_k8(k0);
+				if constexpr (LD == 2) issue_vw(k0);
+			}
 			float pd[8];
 			ld8_dots(k8, qg, t, pd);
+			if constexpr (LD == 2) {
+				const float p = ld8_softmax(pd, k0, end, lane, m, l, a4);
+				ld8_pv(p, vw, 0, a4);
+				continue;
+			}
 			// the batch's V rows, ATT_LD8_VR per round (lane: dimensions 4 lane..
 			// 4 lane+3), rows past end as zeros (times p = 0). The loads depend on
 			// every partial dot, so that ptxas does not hoist them above the dots
@@ -4218,7 +4259,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 }
 
 template <int MAXD2, bool STG, int CLU, int LD = 0>
-__global__ void __launch_bounds__(ATT3_WARPS * 32, 2) k_attn3_split(const float *q, const __half *kc, const __half *vc,
+__global__ void __launch_bounds__(ATT3_WARPS * 32, LD == 2 ? 1 : 2) k_attn3_split(const float *q, const __half *kc, const __half *vc,
                                                                  float *part, float *out, int *counter, int n_head,
                                                                  int n_kv, int hd, int max_ctx, int nsplit,
                                                                  const int32_t *pos) {
@@ -4257,8 +4298,8 @@ typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, 
 // staged, <= 128, <= 256, 128 (ATT_LD8)]
 #define ATT_KERN(C)                                                                                              \
 	{k_attn3_split<1, true, C>, k_attn3_split<1, false, C>, k_attn3_split<2, true, C>, k_attn3_split<2, false, C>, \
-	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>}
-static const attn_fn att_kern[3][6] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
+	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>, k_attn3_split<2, false, C, 2>}
+static const attn_fn att_kern[3][7] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
 #undef ATT_KERN
 
 // The launch of a decode attention grid in clusters of csize consecutive
@@ -4297,10 +4338,21 @@ static bool att_clusters_fit() {
 	return true;
 }
 
+// The longest context (n = position + 1) for which decode attention runs the
+// one-block-per-SM kernel (ATT_LD8_1SM): the splits of every kv head at the
+// shortest split length then fit one block per SM; 0 where it does not apply.
+static int att2_short_max(const sk_ctx *ctx, int n_head, int n_kv, int hd) {
+	const int G = n_head / n_kv;
+	if (!ATT_LD8_1SM || G != 1 || !att2_ld8(G, hd) || att2_clu(ctx, G)) return 0;
+	return att2_min(G) * std::max(1, ctx->sm_count / n_kv);
+}
+
 // two: contexts of more than ATT_CLN splits may come (see att2_long): the
 // clustered kernel that combines them in two levels. The other one is the
 // same kernel without that path, whose smaller code ran TinyLlama Q8_0 4%
-// faster at 128 tokens of context (1,175 against 1,126-1,134 tok/s).
+// faster at 128 tokens of context (1,175 against 1,126-1,134 tok/s). At one
+// head per kv head, !two: no context past att2_short_max comes, and the
+// one-block-per-SM kernel runs.
 static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
                         int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit, bool two) {
 	const int md = att2_md(hd);
@@ -4314,7 +4366,9 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
 	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
-	const attn_fn k = att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? 5 : 3) : 4];
+	const bool one = !two && att2_short_max(ctx, n_head, n_kv, hd) > 0;
+	const attn_fn k =
+	    att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? (one ? 6 : 5) : 3) : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;
@@ -4797,8 +4851,9 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 		if (rc != SK_OK) return rc;
 		CK(ctx, cudaMemsetAsync((char *)ctx->scratch + bytes - (size_t)n_kv_head * sizeof(int), 0,
 		                        (size_t)n_kv_head * sizeof(int), ctx->stream));
+		// (the kernels of contexts up to max_ctx)
 		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns,
-		                    true);
+		                    max_ctx > att2_short_max(ctx, n_head, n_kv_head, head_dim));
 	}
 	return attention(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
 }
@@ -5477,11 +5532,16 @@ extern "C" int sk_model_persistent(const sk_model *m) { return m && m->step_init
 
 // Whether decode attention at position pos may take more than one cluster of
 // splits, so that the kernel-per-op step runs the two-level combine kernel
-// (graph[1]; the persistent step combines the same way in one graph).
+// (graph[1]; the persistent step combines the same way in one graph), or, at
+// one head per kv head, is past att2_short_max (graph[1] without the
+// one-block-per-SM kernel).
 static bool att2_long(const sk_model *m, int pos) {
 	const sk_model_config &c = m->cfg;
 	const int G = c.n_head / c.n_kv_head;
-	return m->att2 && att2_two(m->ctx, G) && m->nsplit > ATT_CLN && pos + 1 > ATT_CLN * att2_min(G);
+	if (!m->att2) return false;
+	const int smax = att2_short_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim);
+	if (smax > 0) return pos + 1 > smax;
+	return att2_two(m->ctx, G) && m->nsplit > ATT_CLN && pos + 1 > ATT_CLN * att2_min(G);
 }
 
 // the decode graph for the step being enqueued

@@ -25,7 +25,7 @@ static void ck(cudaError_t e, const char *what) {
 
 static void clusters_report() {
 	// the columns of att_kern
-	const char *names[] = {"hd64stg", "hd64", "hd128stg", "hd128", "hd256", "hd128ld8"};
+	const char *names[] = {"hd64stg", "hd64", "hd128stg", "hd128", "hd256", "hd128ld8", "hd128ld8x1"};
 	static_assert(sizeof names / sizeof names[0] == sizeof att_kern[0] / sizeof att_kern[0][0], "att_kern columns");
 	for (int row = 1; row <= 2; row++)
 		for (int col = 0; col < (int)(sizeof names / sizeof names[0]); col++)
@@ -80,7 +80,8 @@ static void time_att(sk_ctx *ctx, const char *name, int n_head, int n_kv, int hd
 	ck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal), "capture");
 	for (int i = 0; i < 20; i++)
 		if (attn2_decode(ctx, (const float *)Q, (const __half *)K, (const __half *)V, (float *)O, n_head, n_kv, hd,
-		                 max_ctx, (const int32_t *)P, ctx->scratch, ns, true) != SK_OK) {
+		                 max_ctx, (const int32_t *)P, ctx->scratch, ns,
+		                 pos + 1 > att2_short_max(ctx, n_head, n_kv, hd)) != SK_OK) {  // the model's choice (att2_long)
 			fprintf(stderr, "attn-probe: %s: %s\n", name, ctx->err);
 			exit(1);
 		}

@@ -440,8 +440,11 @@ var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
 	// more than 8 heads per group: v2 falls back to v1
 	{16, 1, 64, 100, 77},
 	// head_dim 128 without staging (eight lanes per key): 7B's shape at 4k, a
-	// last split with a partial 32-key batch, one split of 38 keys
-	{32, 32, 128, 4352, 4095}, {8, 8, 128, 700, 650}, {4, 4, 128, 300, 37},
+	// last split with a partial 32-key batch, one split of 38 keys; on an H200
+	// the first runs the kernel of two blocks per SM (its context can exceed
+	// att2_short_max), the others the one of one block per SM (ATT_LD8_1SM),
+	// the last at 7B's shape with every split of the largest short context
+	{32, 32, 128, 4352, 4095}, {8, 8, 128, 700, 650}, {4, 4, 128, 300, 37}, {32, 32, 128, 1024, 1023},
 }
 
 func testAttentionDecode(t *testing.T, d *Device, r *rand.Rand, cases []struct{ heads, kv, hd, maxCtx, pos int }) {
