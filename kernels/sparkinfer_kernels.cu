@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -3589,6 +3590,11 @@ static_assert(ATT_LD8_VR == 32 || ATT_LD8_VR == 16, "ATT_LD8_VR: 32 or 16");
 #ifndef ATT_LD8_1SM
 #define ATT_LD8_1SM 1
 #endif
+// 1: that kernel at every context (A/B of long contexts with -DATT2_PER_SM=1,
+// whose splits then fit one block per SM; not yet measured).
+#ifndef ATT_LD8_1SM_ALL
+#define ATT_LD8_1SM_ALL 0
+#endif
 #define ATT_CF 2304  // factors in shared memory: G x ns <= 8 heads x 288 splits
 // Decode attention with the keys of each batch staged in shared memory
 // (when heads share kv heads, G > 1, and a batch of 32 keys per stripe fits
@@ -4344,6 +4350,7 @@ static bool att_clusters_fit() {
 static int att2_short_max(const sk_ctx *ctx, int n_head, int n_kv, int hd) {
 	const int G = n_head / n_kv;
 	if (!ATT_LD8_1SM || G != 1 || !att2_ld8(G, hd) || att2_clu(ctx, G)) return 0;
+	if (ATT_LD8_1SM_ALL) return std::numeric_limits<int>::max();
 	return att2_min(G) * std::max(1, ctx->sm_count / n_kv);
 }
 
