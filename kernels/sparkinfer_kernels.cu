@@ -1265,11 +1265,23 @@ __shared__ long long tr_att1, tr_att2;
 
 // ---------------------------------------------------------------- fused GEMV
 
+// Warps per block of the decode GEMVs (k_gemv2; the persistent step keeps
+// MK_WARPS). 16 with G2_MINB 1 (one block per SM, the same warps and
+// registers per SM) is an A/B, not yet measured: every block loads and
+// quantizes the whole activation, so half the blocks would halve that
+// replicated work (the down GEMV's x loads take 1-2 us, PERF.md). With it the
+// persistent step's logits may differ in the last bits from the per-op
+// step's for a normed activation of more than 4,096 columns (the norm's sum
+// then adds in another order); TestDecodePersistent's models are narrower.
+// And a GEMV of fewer than 16 x SMs row pairs runs on fewer SMs (TinyLlama's
+// O and down: 64 blocks of 16 warps instead of 128 of 8).
+#ifndef G2_WARPS
 #define G2_WARPS 8
+#endif
 #define G2_MAXMAT 3
 #define G2_Q4K_Q6K 100  // k_gemv2's T for Q4_K matrices followed by one Q6_K matrix
 #ifndef G2_MINB
-#define G2_MINB 2  // blocks per SM the register budget allows (3: no faster on the H200)
+#define G2_MINB (G2_WARPS >= 16 ? 1 : 2)  // blocks per SM the register budget allows (3: no faster on the H200)
 #endif
 // Two threads per block of 32 in the prologue when the blocks fit one pass
 // (0: one): TinyLlama's 2,048-column prologues then use 128 threads, not 64.
@@ -2048,12 +2060,13 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 
 // L2 prefetch of the rows of the first npf row pairs of each warp of
 // virtual block bid (the weights do not depend on x).
+template <int W>
 __device__ __forceinline__ void g2_prefetch(const Mats &ms, int bid, int nblk, int npf) {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int total = mats_total(ms);
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 	for (int k = 0; k < npf; k++) {
-		const int p = (bid + k * nblk) * G2_WARPS + warp;
+		const int p = (bid + k * nblk) * W + warp;
 		if (p >= npairs) break;
 		const PairLoc L = locate(ms, p, total);
 		prefetch_row(L.a, L.ra, lane);
@@ -2062,18 +2075,19 @@ __device__ __forceinline__ void g2_prefetch(const Mats &ms, int bid, int nblk, i
 }
 
 // RMSNorm's scale from each thread's sum of squares (the block's barrier
-// included); red: G2_WARPS floats of shared memory
+// included); red: W floats of shared memory
+template <int W>
 __device__ __forceinline__ float g2_norm_scale(float ss, float *red, int cols, float eps) {
 	ss = warp_sum(ss);
 	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
 	__syncthreads();
 	float tot = 0.f;
 #pragma unroll
-	for (int w = 0; w < G2_WARPS; w++) tot += red[w];
+	for (int w = 0; w < W; w++) tot += red[w];
 	return rsqrtf(tot / cols + eps);
 }
 
-template <int T, bool MK, int P = 0>
+template <int T, bool MK, int P = 0, int W = G2_WARPS>
 __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const float *__restrict__ normw, float eps,
                                         int need_q, int need_f, int t0, const EpiDev &e, unsigned char *g2_smem,
                                         int bid, int nblk) {
@@ -2089,13 +2103,13 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	float *xsum = (float *)(g2_smem + 2 * qbytes + 2 * dbytes);
 	int2 *xs16 = (int2 *)(g2_smem + 2 * qbytes + 3 * dbytes);
 	float *xf = (float *)(g2_smem + 2 * qbytes + 3 * dbytes + 4 * dbytes);
-	__shared__ float red[G2_WARPS];
+	__shared__ float red[W];
 	const int total = mats_total(ms);
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 
 	// the weights do not depend on x: start their first rows moving to L2
 	// while the prologue runs
-	const int p0 = bid * G2_WARPS + warp;
+	const int p0 = bid * W + warp;
 	if (!MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
 		prefetch_row(L.a, L.ra, lane);
@@ -2113,7 +2127,8 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	const int nb32 = cols / 32, b0 = threadIdx.x;
 	// at most 128 blocks of 32 (4,096 columns): two threads per block (quant16h),
 	// so that every thread of the block quantizes
-	const bool ph = G2_HALF && pq && nb32 <= G2_WARPS * 16;
+	// (at most 128 blocks: the same choice at 16 warps as at 8)
+	const bool ph = G2_HALF && pq && nb32 <= (W * 16 < 128 ? W * 16 : 128);
 	const int hb = threadIdx.x >> 1, hh = threadIdx.x & 1;
 	const bool hok = ph && hb < nb32;
 	// P > 0: the pipelined body (kernels for Q8_0, Q4_K, Q6_K and Q4_K + Q6_K,
@@ -2157,10 +2172,10 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 				for (int i = 0; i < 4; i++) ss += xr[i].x * xr[i].x + xr[i].y * xr[i].y + xr[i].z * xr[i].z + xr[i].w * xr[i].w;
 			}
-			scale = g2_norm_scale(ss, red, cols, eps);
+			scale = g2_norm_scale<W>(ss, red, cols, eps);
 		}
 		TRACE_MARK(tr_ky);
-		if (hb < G2_WARPS * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
+		if (hb < W * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
 			quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
 	} else {
 		float4 wr[8], xr[8];
@@ -2185,7 +2200,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		float scale = 1.f;
 		// a thread's second block of 32 (more than 256 blocks: 7B's down GEMV)
 		// is loaded with its first, not one L2 round trip later
-		const int b1 = b0 + G2_WARPS * 32;
+		const int b1 = b0 + W * 32;
 		const bool two = pq && !ph && b1 < nb32;
 		float4 xr1[8];
 		if (pq && !ph && b0 < nb32) {
@@ -2223,7 +2238,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 					for (int i = 0; i < 8; i++)
 						ss += xr1[i].x * xr1[i].x + xr1[i].y * xr1[i].y + xr1[i].z * xr1[i].z + xr1[i].w * xr1[i].w;
 				}
-				for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
+				for (int b = b1 + W * 32; b < nb32; b += W * 32) {  // more than 512 blocks of 32
 					float4 v[8];
 #pragma unroll
 					for (int i = 0; i < 8; i++) v[i] = ldx4<MK>(x, 8 * b + i);
@@ -2233,14 +2248,14 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			} else {
 				for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += ldx1<MK>(x, i) * ldx1<MK>(x, i);
 			}
-			scale = g2_norm_scale(ss, red, cols, eps);
+			scale = g2_norm_scale<W>(ss, red, cols, eps);
 		}
 		TRACE_MARK(tr_ky);
 		if (need_f) {
 			for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
 		}
 		if (ph) {
-			if (hb < G2_WARPS * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
+			if (hb < W * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
 				quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
 		} else if (pq) {
 			if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum, xs16);
@@ -2250,7 +2265,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 				for (int i = 0; i < 8; i++) wv[i] = normw ? __ldg((const float4 *)normw + 8 * b1 + i) : make_float4(1.f, 1.f, 1.f, 1.f);
 				quant32n(xr1, wv, normw != nullptr, scale, b1, xq, xq2, xd, xd2, xsum, xs16);
 			}
-			for (int b = b1 + G2_WARPS * 32; b < nb32; b += G2_WARPS * 32) {  // more than 512 blocks of 32
+			for (int b = b1 + W * 32; b < nb32; b += W * 32) {  // more than 512 blocks of 32
 				float4 xv[8], wv[8];
 #pragma unroll
 				for (int i = 0; i < 8; i++) {
@@ -2264,7 +2279,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			// each), 4 blocks per warp step; the loop is warp-uniform for the
 			// shuffles
 			const int ngroups = cols / 32;
-			for (int base = warp * 4; base < ngroups; base += G2_WARPS * 4) {
+			for (int base = warp * 4; base < ngroups; base += W * 4) {
 				const int g = base + (lane >> 3);
 				const bool ok = g < ngroups;
 				const int i = g * 32 + (lane & 7) * 4;
@@ -2328,7 +2343,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 
 	if (PIPE) {
 		constexpr int IC = g2_item_cols<T, U>();
-		const int nch = (cols + IC - 1) / IC, stride = nblk * G2_WARPS;
+		const int nch = (cols + IC - 1) / IC, stride = nblk * W;
 		int p = p0, c = 0, tc = tA;
 		float s0 = 0.f, s1 = 0.f;
 		// one item: the next item's loads into nxt, then cur's products (and
@@ -2361,7 +2376,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			while (step(A, B) && step(B, A)) {
 			}
 	} else {
-		for (int p = p0; p < npairs; p += nblk * G2_WARPS) {
+		for (int p = p0; p < npairs; p += nblk * W) {
 			const PairLoc L = locate(ms, p, total);
 			float s0, s1;
 			if (T == G2_Q4K_Q6K) {
@@ -4422,6 +4437,9 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 #ifndef MK_MINB
 #define MK_MINB 1  // 2 (128 registers) spills the GEMV phases
 #endif
+// warps per block: its blocks also run the attention items (att3_item's
+// ATT3_WARPS), whatever the kernel-per-op GEMVs' G2_WARPS
+#define MK_WARPS ATT3_WARPS
 
 // One layer's phases (device memory, read-only during the step).
 struct PLayer {
@@ -4466,7 +4484,7 @@ __device__ __forceinline__ float deq_any(int type, const MatDev &m, int r, int c
 template <int T>
 __device__ __noinline__ void mk_gemv(const Mats &ms, const float *x, const float *normw, float eps, int nq, int nf,
                                      const EpiDev &e, unsigned char *smem, int bid, int nb) {
-	g2_body<T, true>(ms, x, normw, eps, nq, nf, 0, e, smem, bid, nb);
+	g2_body<T, true, 0, MK_WARPS>(ms, x, normw, eps, nq, nf, 0, e, smem, bid, nb);
 }
 
 template <int MAXD2>
@@ -4477,11 +4495,11 @@ __device__ __noinline__ void mk_attn(const PStep &P, const PLayer &L, int bid, i
 		                       P.pos, it % P.n_kv, it / P.n_kv, P.two != 0);
 }
 
-__device__ __noinline__ void mk_prefetch(const Mats &ms, int bid, int nb) { g2_prefetch(ms, bid, nb, MK_PF); }
+__device__ __noinline__ void mk_prefetch(const Mats &ms, int bid, int nb) { g2_prefetch<MK_WARPS>(ms, bid, nb, MK_PF); }
 
 // T: the type of every matrix of the model when they share one, else -1.
 template <int T, int MAXD2>
-__global__ void __launch_bounds__(G2_WARPS * 32, MK_MINB) k_decode_persistent(const PStep *__restrict__ Pp) {
+__global__ void __launch_bounds__(MK_WARPS * 32, MK_MINB) k_decode_persistent(const PStep *__restrict__ Pp) {
 	extern __shared__ __align__(16) unsigned char g2_smem[];
 	const PStep &P = *Pp;
 	cg::grid_group grid = cg::this_grid();
@@ -5313,7 +5331,7 @@ static int persist_setup(sk_model *m) {
 	if (smem > 48 * 1024)
 		CK(ctx, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 	int per_sm = 0;
-	CK(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, G2_WARPS * 32, smem));
+	CK(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, MK_WARPS * 32, smem));
 	per_sm = std::min(per_sm, MK_MINB);
 	if (per_sm < 1) return SK_OK;
 	if (!m->d_pl) {
@@ -5338,7 +5356,7 @@ static int persist_setup(sk_model *m) {
 static int persist_launch(sk_model *m) {
 	sk_ctx *ctx = m->ctx;
 	void *args[] = {&m->d_ps};
-	CK(ctx, cudaLaunchCooperativeKernel((const void *)m->pfn, dim3(m->pgrid), dim3(G2_WARPS * 32), args, m->psmem,
+	CK(ctx, cudaLaunchCooperativeKernel((const void *)m->pfn, dim3(m->pgrid), dim3(MK_WARPS * 32), args, m->psmem,
 	                                    ctx->stream));
 	return SK_OK;
 }
