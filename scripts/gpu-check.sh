@@ -127,10 +127,12 @@ fi
 if has trace; then
 	# where a decode step's time goes, block by block: a -DSK_TRACE=1 build
 	# records the start, end and phases of every GEMV and attention block
-	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a TRACE_CTX-token context (default 128)
+	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a TRACE_CTX-token context (default 128);
+	# TRACE_LEVEL=2: the GEMVs' prologue split into x loaded, norm and quantization instead
 	log "trace build"
 	mkdir -p /tmp/ab
-	build90 /tmp/ab/trace.so kernels/sparkinfer_kernels.cu -DSK_TRACE=1 > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
+	build90 /tmp/ab/trace.so kernels/sparkinfer_kernels.cu -DSK_TRACE=${TRACE_LEVEL:-1} > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
+	[ "${TRACE_LEVEL:-1}" = 2 ] && export TRACE_PHASES=xload,norm,quant
 	for m in ${TRACE_MODELS:-tinyllama-q8_0}; do
 		model $m
 		log "trace $m"
