@@ -1271,8 +1271,9 @@ __shared__ long long tr_att1, tr_att2;
 // quantizes the whole activation, so half the blocks would halve that
 // replicated work (the down GEMV's x loads take 1-2 us, PERF.md). With it the
 // persistent step's logits may differ in the last bits from the per-op
-// step's for a normed activation of more than 4,096 columns (the norm's sum
-// then adds in another order); TestDecodePersistent's models are narrower.
+// step's for a normed activation of more than 4,096 columns or of a length
+// that is not a multiple of 32 (the norm's sum then adds in another order);
+// TestDecodePersistent's models are narrower and aligned.
 // And a GEMV of fewer than 16 x SMs row pairs runs on fewer SMs (TinyLlama's
 // O and down: 64 blocks of 16 warps instead of 128 of 8).
 #ifndef G2_WARPS
@@ -4344,9 +4345,11 @@ static void att_cluster_cfg(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr, 
 // fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
 // 0). Some devices and partitions (MIG, smaller GPCs) cannot place one; the
 // context then runs the combine through L2 instead of failing the launch.
+// (The one-block-per-SM column, 6, never runs in clusters: att2_short_max.)
 static bool att_clusters_fit() {
 	for (int row = 1; row <= 2; row++)  // the clustered rows of att_kern
-		for (const attn_fn k : att_kern[row]) {
+		for (int col = 0; col < 6; col++) {
+			const attn_fn k = att_kern[row][col];
 			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute attr;
 			att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
