@@ -3875,6 +3875,15 @@ __device__ __forceinline__ float ld8_softmax(const float (&pd)[8], int k0, int e
 	return p;
 }
 
+// N V rows of the batch at k0 from row u0 into v8 (the lane's 8 bytes of
+// each: dimensions 4 lane..4 lane+3), rows at or past nv as zeros.
+template <int N, bool MK>
+__device__ __forceinline__ void ld8_ldv(const __half *vb, int k0, int u0, int nv, int lane, uint2 (&v8)[N]) {
+	const uint2 *vp = (const uint2 *)(vb + (size_t)k0 * 128) + lane;
+#pragma unroll
+	for (int u = 0; u < N; u++) v8[u] = u0 + u < nv ? ldkv<MK>(vp + 32 * (u0 + u)) : make_uint2(0u, 0u);
+}
+
 // P x V for N V rows of the batch from row u0 (v8[u]: row k0 + u0 + u, the
 // lane's dimensions 4 lane..4 lane+3; zeros past end), in row order.
 template <int N>
@@ -4087,12 +4096,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		};
 		// LD 2 (ATT_LD8_1SM): all 32 V rows of the batch with its keys
 		uint2 vw[LD == 2 ? 32 : 1];
-		auto issue_vw = [&](int k0) {
-			const uint2 *vp = (const uint2 *)(vb + (size_t)k0 * 128) + lane;
-			const int nv = end - k0;
-#pragma unroll
-			for (int u = 0; u < (LD == 2 ? 32 : 1); u++) vw[u] = u < nv ? ldkv<MK>(vp + 32 * u) : make_uint2(0u, 0u);
-		};
+		auto issue_vw = [&](int k0) { ld8_ldv<LD == 2 ? 32 : 1, MK>(vb, k0, 0, end - k0, lane, vw); };
 		const int kfirst = stripe < S ? start + stripe * 32 : end;
 		if (kfirst < end) {
 			issue_k8(kfirst);
@@ -4119,19 +4123,15 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			// and the output is NaN either way.
 			const float chk = ((pd[0] + pd[1]) + (pd[2] + pd[3])) + ((pd[4] + pd[5]) + (pd[6] + pd[7]));
 			const int nv = chk == chk ? end - k0 : 0;
-			const uint2 *vp = (const uint2 *)(vb + (size_t)k0 * 128) + lane;
 			uint2 v8[ATT_LD8_VR];
-#pragma unroll
-			for (int u = 0; u < ATT_LD8_VR; u++) v8[u] = u < nv ? ldkv<MK>(vp + 32 * u) : make_uint2(0u, 0u);
+			ld8_ldv<ATT_LD8_VR, MK>(vb, k0, 0, nv, lane, v8);
 			const float p = ld8_softmax(pd, k0, end, lane, m, l, a4);
 			ld8_pv(p, v8, 0, a4);
 			if constexpr (ATT_LD8_VR < 32) {
 				// the second round depends on the first one's sums (a NaN there
 				// skips it: the output is NaN either way)
 				const int nv2 = a4.x == a4.x ? nv : 0;
-#pragma unroll
-				for (int u = 0; u < ATT_LD8_VR; u++)
-					v8[u] = u + ATT_LD8_VR < nv2 ? ldkv<MK>(vp + 32 * (u + ATT_LD8_VR)) : make_uint2(0u, 0u);
+				ld8_ldv<ATT_LD8_VR, MK>(vb, k0, ATT_LD8_VR, nv2, lane, v8);
 				ld8_pv(p, v8, ATT_LD8_VR, a4);
 			}
 		}
@@ -4317,7 +4317,8 @@ static int *attn2_counters(float *part, int n_head, int hd, int nsplit) {
 typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, float *, int *, int, int, int, int, int,
                         const int32_t *);
 // decode attention kernels: [CLU][head_dim <= 64 staged, <= 64, <= 128
-// staged, <= 128, <= 256, 128 (ATT_LD8)]
+// staged, <= 128, <= 256, 128 (ATT_LD8), 128 (ATT_LD8, one block per SM)]
+enum { ATT_COL_LD8 = 5, ATT_COL_LD8_1SM = 6 };
 #define ATT_KERN(C)                                                                                              \
 	{k_attn3_split<1, true, C>, k_attn3_split<1, false, C>, k_attn3_split<2, true, C>, k_attn3_split<2, false, C>, \
 	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>, k_attn3_split<2, false, C, 2>}
@@ -4345,10 +4346,11 @@ static void att_cluster_cfg(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr, 
 // fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
 // 0). Some devices and partitions (MIG, smaller GPCs) cannot place one; the
 // context then runs the combine through L2 instead of failing the launch.
-// (The one-block-per-SM column, 6, never runs in clusters: att2_short_max.)
+// (The one-block-per-SM column never runs in clusters: att2_short_max.)
 static bool att_clusters_fit() {
 	for (int row = 1; row <= 2; row++)  // the clustered rows of att_kern
-		for (int col = 0; col < 6; col++) {
+		for (int col = 0; col < (int)(sizeof att_kern[row] / sizeof att_kern[row][0]); col++) {
+			if (col == ATT_COL_LD8_1SM) continue;
 			const attn_fn k = att_kern[row][col];
 			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute attr;
@@ -4393,7 +4395,7 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
 	const bool one = !two && att2_short_max(ctx, n_head, n_kv, hd) > 0;
 	const attn_fn k =
-	    att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? (one ? 6 : 5) : 3) : 4];
+	    att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3) : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;
