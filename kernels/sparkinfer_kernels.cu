@@ -2724,6 +2724,12 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r
 	             : "r"(addr));
 }
 
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+
 __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
 	asm volatile(
 	    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -3638,6 +3644,27 @@ __host__ __device__ inline bool att2_stg(int G, int hd) {
 	const int md = att2_md(hd);
 	return ATT_STG && md <= 2 && G > 1 && 32 * (ATT3_WARPS / G) * (2 * hd + 8) * 2 <= att_stg_bytes(md);
 }
+// Decode attention on the tensor cores at head_dim 64 when 2..8 heads share a
+// kv head (TinyLlama's 8): the G query heads are the rows of an m16n8k16 A
+// operand (rows G..15 zero), each warp takes 16-key tiles of the block's
+// staged keys, S = Q K^T and O += P V in mma.sync. The lane-per-key loop it
+// replaces ran one warp per head over the same keys, each converting and
+// multiplying every key element itself: at 4k tokens of context the SMs were
+// bound by issuing those instructions (fewer splits, more keys per block,
+// were slower: ATT_MAXSPLIT below). No precision is given up: Q and P enter
+// the products as f16 pairs hi + lo (hi = f16(x), lo = f16(x - hi)), so each
+// product keeps about 22 bits, and the sums are f32 as before. 0: the
+// lane-per-key loop (A/B). On the H200 (decode tok/s at 128 / 4k tokens of
+// context, 3 runs, one machine start, two rounds): TinyLlama Q8_0 1,320.0 /
+// 1,110.0 and 1,324.8 / 1,119.7 against 1,312.0 / 1,029.2 and 1,330.9 /
+// 1,042.9; TinyLlama Q4_K_M 1,254.7 / 1,060.0 and 1,249.1 / 1,061.5 against
+// 1,260.8 / 997.2 and 1,240.0 / 995.7. With it, half the splits
+// (ATT2_PER_SM=1) read 1,114.8 / 1,114.2 and 1,067.3 / 1,049.5 at 4k, at most
+// 16 (ATT_MAXSPLIT) 1,084.3 / 1,079.3 and 1,033.4 / 1,031.3.
+#ifndef ATT_MMA
+#define ATT_MMA 1
+#endif
+__host__ __device__ inline bool att2_mma(int G, int hd) { return ATT_MMA && hd == 64 && G >= 2 && G <= 8; }
 // whether it runs the eight-lanes-per-key loop (ATT_LD8): the kernel-per-op
 // step's choice of kernel and the persistent step's choice of loop, so that
 // both compute the same bits
@@ -3900,6 +3927,134 @@ __device__ __forceinline__ void ld8_pv(float p, const uint2 (&v8)[N], int u0, fl
 	}
 }
 
+// ATT_MMA's arithmetic (decode attention on the tensor cores, head_dim 64),
+// shared by the kernel (fragments from the staged keys by ldmatrix) and the
+// persistent step (the same fragments loaded from global memory), so that
+// both give the same bits. Row r = lane / 4 of the A operands is query head
+// r of the group (rows 8..15 stay zero); each lane holds two key (or output
+// dimension) columns per 8-wide n-tile, 2 (lane % 4) and the next.
+__device__ __forceinline__ uint32_t pack_hh(__half a, __half b) {
+	__half2 h = __halves2half2(a, b);
+	return *(uint32_t *)&h;
+}
+// x as f16 hi + lo (hi = f16(x), lo = f16(x - hi), the difference exact)
+__device__ __forceinline__ void split_h(float x, __half &hi, __half &lo) {
+	hi = __float2half_rn(x);
+	lo = __float2half_rn(__fsub_rn(x, __half2float(hi)));
+}
+// The query's A fragments (hi and lo) of dimensions 16 kk..16 kk + 15 from the
+// pre-scaled query in shared memory (qs: G x 64), rows past G zero.
+__device__ __forceinline__ void attm_qfrags(const float *qs, int G, int lane, uint32_t (&qh)[4][2],
+                                            uint32_t (&ql)[4][2]) {
+	const int r = lane >> 2, t4 = lane & 3;
+#pragma unroll
+	for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+		for (int j = 0; j < 2; j++) {
+			const int d = 16 * kk + 8 * j + 2 * t4;
+			const float a = r < G ? qs[r * 64 + d] : 0.f, b = r < G ? qs[r * 64 + d + 1] : 0.f;
+			__half ah, al, bh, bl;
+			split_h(a, ah, al);
+			split_h(b, bh, bl);
+			qh[kk][j] = pack_hh(ah, bh);
+			ql[kk][j] = pack_hh(al, bl);
+		}
+}
+// One 16-key tile from key kt (keys at or past end masked): the online
+// softmax step of row r (m, l: this lane's part of the row sum) and O += P V
+// into o (n-tile dn: dimensions 8 dn..8 dn + 7). kfr(kk, b): the K fragments
+// of dimensions 16 kk.. for keys kt..kt+7 (b[0], b[1]) and kt+8.. (b[2],
+// b[3]); vfr(dn, b): the V fragments of keys kt..kt+15 for n-tiles dn
+// (b[0], b[1]) and dn + 1 (b[2], b[3]).
+template <class KF, class VF>
+__device__ __forceinline__ void attm_tile(const uint32_t (&qh)[4][2], const uint32_t (&ql)[4][2], int kt, int end,
+                                          int lane, float &m, float &l, float (&o)[8][4], KF kfr, VF vfr) {
+	const int t4 = lane & 3;
+	float s[2][4];
+#pragma unroll
+	for (int j = 0; j < 2; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+	for (int kk = 0; kk < 4; kk++) {
+		uint32_t b[4];
+		kfr(kk, b);
+		const uint32_t ah[4] = {qh[kk][0], 0u, qh[kk][1], 0u}, al[4] = {ql[kk][0], 0u, ql[kk][1], 0u};
+		mma_16816(s[0], ah, b[0], b[1]);
+		mma_16816(s[0], al, b[0], b[1]);
+		mma_16816(s[1], ah, b[2], b[3]);
+		mma_16816(s[1], al, b[2], b[3]);
+	}
+	// this lane's keys kt + 8 (i / 2) + 2 t4 + i % 2 of row r
+	float x[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
+	bool ok[4];
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		ok[i] = kt + 8 * (i >> 1) + 2 * t4 + (i & 1) < end;
+		if (!ok[i]) x[i] = -INFINITY;
+	}
+	float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+	mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+	mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+	mx = fmaxf(m, mx);  // finite: key kt is valid (and in this quad)
+	const float corr = __expf(m - mx);
+	float p[4];
+#pragma unroll
+	for (int i = 0; i < 4; i++) p[i] = ok[i] ? __expf(x[i] - mx) : 0.f;
+	l = __fadd_rn(__fmul_rn(l, corr), __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
+	m = mx;
+#pragma unroll
+	for (int dn = 0; dn < 8; dn++)
+#pragma unroll
+		for (int c = 0; c < 4; c++) o[dn][c] = __fmul_rn(o[dn][c], corr);
+	__half h[4], lo[4];
+#pragma unroll
+	for (int i = 0; i < 4; i++) split_h(p[i], h[i], lo[i]);
+	const uint32_t ph[4] = {pack_hh(h[0], h[1]), 0u, pack_hh(h[2], h[3]), 0u};
+	const uint32_t pl[4] = {pack_hh(lo[0], lo[1]), 0u, pack_hh(lo[2], lo[3]), 0u};
+#pragma unroll
+	for (int dn = 0; dn < 8; dn += 2) {
+		uint32_t b[4];
+		vfr(dn, b);
+		mma_16816(o[dn], ph, b[0], b[1]);
+		mma_16816(o[dn], pl, b[0], b[1]);
+		mma_16816(o[dn + 1], ph, b[2], b[3]);
+		mma_16816(o[dn + 1], pl, b[2], b[3]);
+	}
+}
+// The warps' (m, l, o) of row r merged into warp 0's, in a fixed tree (warps
+// 4..7 into 0..3, 2..3 into 0..1, 1 into 0) through shared memory (bo: 4 x 8
+// x 64 floats; bm, bl: 4 x 8); every thread of the block calls it.
+__device__ __forceinline__ void attm_merge(int warp, int lane, float &m, float &l, float (&o)[8][4], float *bo,
+                                           float (*bm)[ATT2_MAXG], float (*bl)[ATT2_MAXG]) {
+	const int r = lane >> 2, t4 = lane & 3;
+#pragma unroll
+	for (int h = ATT3_WARPS / 2; h >= 1; h >>= 1) {
+		if (warp >= h && warp < 2 * h) {
+			const int w = warp - h;
+			if (t4 == 0) {
+				bm[w][r] = m;
+				bl[w][r] = l;
+			}
+#pragma unroll
+			for (int dn = 0; dn < 8; dn++)
+				*(float2 *)&bo[(w * 8 + r) * 64 + 8 * dn + 2 * t4] = make_float2(o[dn][0], o[dn][1]);
+		}
+		__syncthreads();
+		if (warp < h) {
+			const float mp = bm[warp][r], lp = bl[warp][r], M = fmaxf(m, mp);
+			const float f = m == -INFINITY ? 0.f : __expf(m - M), fp = mp == -INFINITY ? 0.f : __expf(mp - M);
+			l = __fmaf_rn(lp, fp, __fmul_rn(l, f));
+#pragma unroll
+			for (int dn = 0; dn < 8; dn++) {
+				const float2 v = *(const float2 *)&bo[(warp * 8 + r) * 64 + 8 * dn + 2 * t4];
+				o[dn][0] = __fmaf_rn(v.x, fp, __fmul_rn(o[dn][0], f));
+				o[dn][1] = __fmaf_rn(v.y, fp, __fmul_rn(o[dn][1], f));
+			}
+			m = M;
+		}
+		__syncthreads();
+	}
+}
+
 // CLU: 0 not in clusters; 1 in clusters, merging a context of at most
 // ATT_CLN splits there (more go through L2 as without clusters); 2 in
 // clusters, and the combine of more than ATT_CLN splits is two-level.
@@ -3963,7 +4118,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// (each lane reads its own key's row without bank conflicts); kbase is the
 	// first staged key, rows past end hold key end - 1 (as the clamped loads
 	// below)
-	__shared__ __align__(16) __half kvs[STG ? att_stg_bytes(MAXD2) / 2 : 8];
+	__shared__ __align__(16) __half kvs[STG || LD == 3 ? att_stg_bytes(MAXD2) / 2 : 8];
 	const int ldk = hd + 8;
 	const int cap = STG ? att_stg_bytes(MAXD2) / ((ldk + hd) * 2) / (32 * S) * (32 * S) : 0;
 	const __half *Ks = kvs, *Vs = kvs + cap * ldk;
@@ -3990,8 +4145,11 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 
 	float m = -INFINITY, l = 0.f;
 	// ATT_LD8: head_dim 128 unstaged, eight lanes per key (acc in a4)
-	static_assert(LD == 0 || ((LD == 1 || LD == 2) && MAXD2 == 2 && !STG && !MK), "LD8: head_dim 128, unstaged");
-	const bool ld8 = LD >= 1 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
+	static_assert(LD == 0 || ((LD == 1 || LD == 2) && MAXD2 == 2 && !STG && !MK) || (LD == 3 && MAXD2 == 1 && !STG && !MK),
+	              "LD8: head_dim 128, unstaged; MMA: head_dim 64, its own staging");
+	const bool ld8 = LD == 1 || LD == 2 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
+	// LD 3 (ATT_MMA): the tensor-core loop; the persistent step picks it at run time
+	const bool mma = LD == 3 || (MK && MAXD2 == 1 && att2_mma(G, hd));
 	float4 a4 = make_float4(0.f, 0.f, 0.f, 0.f);
 	float2 acc[MAXD2];
 #pragma unroll
@@ -4043,7 +4201,105 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			}
 		}
 	};
-	if (STG) {
+	constexpr bool MMA_CODE = LD == 3 || (MK && MAXD2 == 1);  // instantiations that may run it
+	if (MMA_CODE && mma) {
+		if constexpr (MMA_CODE) {
+		// ATT_MMA: the block's 16-key tiles, tile i to warp i % 8 (the same tiles
+		// in the kernel and the persistent step), then the warps' merge into slot
+		// gg of head gg (the other stripes' slots empty)
+		static_assert(ATT3_WARPS == 8, "ATT_MMA: 8 warps (the merge tree, qs as its buffer)");
+		__shared__ float bm[ATT3_WARPS / 2][ATT2_MAXG], bl[ATT3_WARPS / 2][ATT2_MAXG];
+		const int r = lane >> 2, t4 = lane & 3;
+		float o[8][4];
+#pragma unroll
+		for (int dn = 0; dn < 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.f;
+		uint32_t qh[4][2], ql[4][2];
+		if constexpr (LD == 3) {
+			// staged rows of 64 + 8 halves (conflict-free ldmatrix), up to capm keys
+			// at a time; rows past end hold key end - 1 (finite: p = 0 there)
+			constexpr int LDS = 72;
+			constexpr int capm = att_stg_bytes(1) / (4 * LDS) / 16 * 16;
+			static_assert(capm >= 16, "ATT_MMA staging");
+			__half *Ks = kvs, *Vs = kvs + capm * LDS;
+			for (int k0b = start; k0b < end; k0b += capm) {
+				if (k0b != start) __syncthreads();  // every warp is done with the last staging
+				const int nst = min(capm, (end - k0b + 15) & ~15);
+				for (int idx = threadIdx.x; idx < nst * 8; idx += blockDim.x) {
+					const int rr = idx >> 3, c = idx & 7;
+					const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
+					mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
+					mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
+				}
+				mm2_commit();
+				if (k0b == start)
+					for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+				mm2_wait<0>();
+				__syncthreads();
+				if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
+				const int t0 = (k0b - start) >> 4;  // the round's first tile
+				for (int ti = (warp - t0 % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; 16 * ti < nst; ti += ATT3_WARPS) {
+					const __half *kt0 = Ks + 16 * ti * LDS, *vt0 = Vs + 16 * ti * LDS;
+					auto kfr = [&](int kk, uint32_t(&b)[4]) {
+						ldsm_x4((uint32_t)__cvta_generic_to_shared(kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk +
+						                                           ((lane >> 3) & 1) * 8),
+						        b[0], b[1], b[2], b[3]);
+					};
+					auto vfr = [&](int dn, uint32_t(&b)[4]) {
+						const int mi = lane >> 3;
+						ldsm_x4_t((uint32_t)__cvta_generic_to_shared(vt0 + ((mi & 1) * 8 + (lane & 7)) * LDS +
+						                                             (dn + (mi >> 1)) * 8),
+						          b[0], b[1], b[2], b[3]);
+					};
+					attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
+				}
+			}
+		} else {
+			// the persistent step: the same fragments from global memory (plain
+			// loads: this launch wrote the step's K and V rows), keys clamped to
+			// end - 1 as the staged rows
+			for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+			__syncthreads();
+			attm_qfrags(qs, G, lane, qh, ql);
+			const unsigned short *kh = (const unsigned short *)kb, *vh = (const unsigned short *)vb;
+			for (int kt = start + 16 * warp; kt < end; kt += 16 * ATT3_WARPS) {
+				const size_t k0 = (size_t)min(kt + r, end - 1) * 64, k1 = (size_t)min(kt + 8 + r, end - 1) * 64;
+				auto kfr = [&](int kk, uint32_t(&b)[4]) {
+					const int d = 16 * kk + 2 * t4;
+					b[0] = *(const uint32_t *)(kh + k0 + d);
+					b[1] = *(const uint32_t *)(kh + k0 + d + 8);
+					b[2] = *(const uint32_t *)(kh + k1 + d);
+					b[3] = *(const uint32_t *)(kh + k1 + d + 8);
+				};
+				auto vfr = [&](int dn, uint32_t(&b)[4]) {
+#pragma unroll
+					for (int i = 0; i < 4; i++) {  // keys kt + 8 (i % 2) + 2 t4 (+1), dimension 8 (dn + i / 2) + r
+						const int key = kt + 8 * (i & 1) + 2 * t4, d = 8 * (dn + (i >> 1)) + r;
+						const uint32_t lo = vh[(size_t)min(key, end - 1) * 64 + d];
+						const uint32_t hi = vh[(size_t)min(key + 1, end - 1) * 64 + d];
+						b[i] = lo | hi << 16;
+					}
+				};
+				attm_tile(qh, ql, kt, end, lane, m, l, o, kfr, vfr);
+			}
+		}
+		l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+		l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
+		__syncthreads();  // qs (the merge's buffer) read by every warp
+		attm_merge(warp, lane, m, l, o, qs, bm, bl);
+		if (warp == 0 && r < G) {
+			if (t4 == 0) {
+				sm[r] = m;
+				sl[r] = l;
+			}
+#pragma unroll
+			for (int dn = 0; dn < 8; dn++) {
+				sacc[r][8 * dn + 2 * t4] = o[dn][0];
+				sacc[r][8 * dn + 2 * t4 + 1] = o[dn][1];
+			}
+		}
+		if (threadIdx.x >= G && threadIdx.x < ATT3_WARPS) sm[threadIdx.x] = -INFINITY;
+		}
+	} else if (STG) {
 		// up to cap keys at a time (batches of 32 S keys): every thread copies
 		// 16-byte pieces of K and V rows (coalesced), then each warp reads its
 		// stripe of each batch from shared memory
@@ -4154,17 +4410,19 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	}
 	TRACE_ATT(tr_att1);
 	// merge the stripes of each head
-	if (lane == 0) {
-		sm[warp] = m;
-		sl[warp] = l;
-	}
-	if (ld8) {
-		*(float4 *)&sacc[warp][4 * lane] = a4;
-	} else {
+	if (!(MMA_CODE && mma)) {
+		if (lane == 0) {
+			sm[warp] = m;
+			sl[warp] = l;
+		}
+		if (ld8) {
+			*(float4 *)&sacc[warp][4 * lane] = a4;
+		} else {
 #pragma unroll
-		for (int i = 0; i < MAXD2; i++) {
-			sacc[warp][2 * lane + 64 * i] = acc[i].x;
-			sacc[warp][2 * lane + 64 * i + 1] = acc[i].y;
+			for (int i = 0; i < MAXD2; i++) {
+				sacc[warp][2 * lane + 64 * i] = acc[i].x;
+				sacc[warp][2 * lane + 64 * i + 1] = acc[i].y;
+			}
 		}
 	}
 	__syncthreads();
@@ -4317,12 +4575,14 @@ static int *attn2_counters(float *part, int n_head, int hd, int nsplit) {
 typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, float *, int *, int, int, int, int, int,
                         const int32_t *);
 // decode attention kernels: [CLU][head_dim <= 64 staged, <= 64, <= 128
-// staged, <= 128, <= 256, 128 (ATT_LD8), 128 (ATT_LD8, one block per SM)]
-enum { ATT_COL_LD8 = 5, ATT_COL_LD8_1SM = 6 };
+// staged, <= 128, <= 256, 128 (ATT_LD8), 128 (ATT_LD8, one block per SM),
+// 64 (ATT_MMA)]
+enum { ATT_COL_LD8 = 5, ATT_COL_LD8_1SM = 6, ATT_COL_MMA = 7 };
 #define ATT_KERN(C)                                                                                              \
 	{k_attn3_split<1, true, C>, k_attn3_split<1, false, C>, k_attn3_split<2, true, C>, k_attn3_split<2, false, C>, \
-	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>, k_attn3_split<2, false, C, 2>}
-static const attn_fn att_kern[3][7] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
+	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>, k_attn3_split<2, false, C, 2>,                      \
+	 k_attn3_split<1, false, C, 3>}
+static const attn_fn att_kern[3][8] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
 #undef ATT_KERN
 
 // The launch of a decode attention grid in clusters of csize consecutive
@@ -4395,7 +4655,9 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
 	const bool one = !two && att2_short_max(ctx, n_head, n_kv, hd) > 0;
 	const attn_fn k =
-	    att_kern[row][md == 1 ? (stg ? 0 : 1) : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3) : 4];
+	    att_kern[row][md == 1 ? (att2_mma(G, hd) ? ATT_COL_MMA : stg ? 0 : 1)
+	                  : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3)
+	                            : 4];
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;
@@ -4680,11 +4942,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-	             : "r"(addr));
 }
 
 template <int HD>

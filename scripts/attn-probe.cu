@@ -25,7 +25,7 @@ static void ck(cudaError_t e, const char *what) {
 
 static void clusters_report() {
 	// the columns of att_kern
-	const char *names[] = {"hd64stg", "hd64", "hd128stg", "hd128", "hd256", "hd128ld8", "hd128ld8x1"};
+	const char *names[] = {"hd64stg", "hd64", "hd128stg", "hd128", "hd256", "hd128ld8", "hd128ld8x1", "hd64mma"};
 	static_assert(sizeof names / sizeof names[0] == sizeof att_kern[0] / sizeof att_kern[0][0], "att_kern columns");
 	for (int row = 1; row <= 2; row++)
 		for (int col = 0; col < (int)(sizeof names / sizeof names[0]); col++)

@@ -445,6 +445,10 @@ var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
 	// att2_short_max), the others the one of one block per SM (ATT_LD8_1SM),
 	// the last at 7B's shape with every split of the largest short context
 	{32, 32, 128, 4352, 4095}, {8, 8, 128, 700, 650}, {4, 4, 128, 300, 37}, {32, 32, 128, 1024, 1023},
+	// head_dim 64 on the tensor cores (2..8 heads per kv head): 4 and 2 heads
+	// per kv head (stripes left empty), 6 (rows of the A operand past the
+	// group), a context of one partial 16-key tile, one past a staging round
+	{8, 2, 64, 3000, 2999}, {6, 3, 64, 500, 400}, {24, 4, 64, 300, 16}, {32, 4, 64, 200, 96},
 }
 
 func testAttentionDecode(t *testing.T, d *Device, r *rand.Rand, cases []struct{ heads, kv, hd, maxCtx, pos int }) {

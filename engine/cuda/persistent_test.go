@@ -47,6 +47,11 @@ func TestDecodePersistent(t *testing.T) {
 		{"Q8_0", synth.Shape{Dim: 1024, Layers: 2, FFN: 1536, Heads: 8, KVHeads: 1, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
 		// head_dim 64 without GQA, odd FFN row count per pair layout
 		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 4, Vocab: 777, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		// head_dim 64 with 8 and 2 heads per kv head: the tensor-core attention
+		// (ATT_MMA), its fragments loaded from shared memory by ldmatrix in the
+		// kernel-per-op step and from global memory in the persistent step
+		{"Q8_0", synth.Shape{Dim: 512, Layers: 2, FFN: 1024, Heads: 8, KVHeads: 1, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 2, Vocab: 600, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/dim%d/h%d/kv%d", c.typ, c.shape.Dim, c.shape.Heads, c.shape.KVHeads), func(t *testing.T) {
