@@ -57,6 +57,9 @@ struct sk_ctx {
 	// 0 no, 1 for contexts of up to one cluster of splits, 2 also for longer
 	// ones (two-level combine)
 	int clusters;
+	// decode attention on the tensor cores may stage ATT_MMA_FAT keys per
+	// block (its kernels' dynamic shared memory limit is set: ATT_MMA_FAT)
+	int att_fat;
 };
 
 struct sk_matrix {
@@ -102,6 +105,7 @@ static int enter(sk_ctx *ctx) {
 extern "C" int sk_abi_version(void) { return SK_ABI_VERSION; }
 
 static bool att_clusters_fit();
+static int att_fat_init(int optin);
 
 extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	int n = 0;
@@ -177,6 +181,7 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	                      att_clusters_fit()
 	                  ? clusters
 	                  : 0;
+	c->att_fat = att_fat_init(optin);
 	return c;
 }
 
@@ -3665,6 +3670,38 @@ __host__ __device__ inline bool att2_stg(int G, int hd) {
 #define ATT_MMA 1
 #endif
 __host__ __device__ inline bool att2_mma(int G, int hd) { return ATT_MMA && hd == 64 && G >= 2 && G <= 8; }
+// Its staging: keys per round in dynamic shared memory (K and V rows of 64 +
+// 8 halves each). ATT_MMA_THIN: the two-blocks-per-SM budget of the other
+// staged kernels. ATT_MMA_FAT > 0: contexts of up to ATT_CLN x ATT_MMA_FAT
+// keys (4,608 at 576) take one cluster of ATT_CLN splits per kv head (one
+// level of combine, no partials through L2), each block staging all of its
+// split's keys at once (166 KB, one block per SM), where the device's opt-in
+// limit holds it (not sm_120's 99 KB); longer contexts take the splits of
+// att2_nsplit (TinyLlama: 64) in the second decode graph, as before. With the
+// tensor cores the keys of a block cost little to compute, so fewer, longer
+// splits win, while with the lane-per-key loop they lost (ATT_MAXSPLIT). A/B
+// on the H200 (decode tok/s at 128 / 1k / 4k tokens of context, 3 runs, one
+// machine start, two rounds): TinyLlama Q8_0 1,312.7 / 1,269.1 / 1,188.3 and
+// 1,316.2 / 1,265.7 / 1,186.5 against 1,322.8 / 1,154.7 / 1,118.0 and 1,327.8
+// / 1,152.0 / 1,117.6 without (0); TinyLlama Q4_K_M 1,245.8 / 1,210.1 /
+// 1,145.9 and 1,252.5 / 1,212.0 / 1,145.8 against 1,244.3 / 1,094.6 / 1,053.6
+// and 1,259.2 / 1,098.6 / 1,062.1.
+#define ATT_MMA_KEYB (4 * 72)  // bytes per staged key
+#define ATT_MMA_THIN 96
+#ifndef ATT_MMA_FAT
+#define ATT_MMA_FAT 576
+#endif
+// A staging round's copies in ATT_MMA_NP parts (cp.async groups), each
+// part's tiles computed while the later parts' copies are in flight. It
+// lost (same A/B as above, a later machine start): 2 parts TinyLlama Q8_0
+// 1,294.8 / 1,256.8 / 1,174.0 and 1,277.9 / 1,252.4 / 1,164.2, 4 parts
+// 1,270.8 / 1,220.6 / 1,155.1 and 1,279.1 / 1,228.1 / 1,149.0, against one
+// 1,310.7 / 1,269.0 / 1,189.8 and 1,305.1 / 1,254.7 / 1,177.6 (TinyLlama
+// Q4_K_M: -0.5% and -1.5% at 4k).
+#ifndef ATT_MMA_NP
+#define ATT_MMA_NP 1
+#endif
+static_assert(ATT_MMA_NP >= 1 && ATT_MMA_NP <= 4, "ATT_MMA_NP: 1..4");
 // whether it runs the eight-lanes-per-key loop (ATT_LD8): the kernel-per-op
 // step's choice of kernel and the persistent step's choice of loop, so that
 // both compute the same bits
@@ -4118,7 +4155,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// (each lane reads its own key's row without bank conflicts); kbase is the
 	// first staged key, rows past end hold key end - 1 (as the clamped loads
 	// below)
-	__shared__ __align__(16) __half kvs[STG || LD == 3 ? att_stg_bytes(MAXD2) / 2 : 8];
+	__shared__ __align__(16) __half kvs[STG ? att_stg_bytes(MAXD2) / 2 : 8];
 	const int ldk = hd + 8;
 	const int cap = STG ? att_stg_bytes(MAXD2) / ((ldk + hd) * 2) / (32 * S) * (32 * S) : 0;
 	const __half *Ks = kvs, *Vs = kvs + cap * ldk;
@@ -4217,27 +4254,47 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		if constexpr (LD == 3) {
 			// staged rows of 64 + 8 halves (conflict-free ldmatrix), up to capm keys
 			// at a time; rows past end hold key end - 1 (finite: p = 0 there)
+			// (in dynamic shared memory: ATT_MMA_THIN or ATT_MMA_FAT keys, the launch's choice)
 			constexpr int LDS = 72;
-			constexpr int capm = att_stg_bytes(1) / (4 * LDS) / 16 * 16;
-			static_assert(capm >= 16, "ATT_MMA staging");
-			__half *Ks = kvs, *Vs = kvs + capm * LDS;
+			extern __shared__ __align__(16) unsigned char att_dsm[];
+			uint32_t dsz;
+			asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dsz));
+			const int capm = (int)(dsz / ATT_MMA_KEYB) / 16 * 16;
+			if (capm < 16) __trap();  // launched without its staging
+			__half *Ks = (__half *)att_dsm, *Vs = Ks + capm * LDS;
 			for (int k0b = start; k0b < end; k0b += capm) {
 				if (k0b != start) __syncthreads();  // every warp is done with the last staging
-				const int nst = min(capm, (end - k0b + 15) & ~15);
-				for (int idx = threadIdx.x; idx < nst * 8; idx += blockDim.x) {
-					const int rr = idx >> 3, c = idx & 7;
-					const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
-					mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
-					mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
+				const int nst = min(capm, (end - k0b + 15) & ~15), ntl = nst >> 4;
+				// the round's tiles in ATT_MMA_NP parts, part p's copies in cp.async
+				// group p: a part's tiles are computed while the later parts' copies
+				// are in flight (each warp still takes its tiles in key order)
+#pragma unroll
+				for (int ph = 0; ph < ATT_MMA_NP; ph++) {
+					const int r1 = 16 * ((ph + 1) * ntl / ATT_MMA_NP);
+					for (int idx = 16 * (ph * ntl / ATT_MMA_NP) * 8 + threadIdx.x; idx < r1 * 8; idx += blockDim.x) {
+						const int rr = idx >> 3, c = idx & 7;
+						const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
+						mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
+						mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
+					}
+					mm2_commit();
 				}
-				mm2_commit();
 				if (k0b == start)
 					for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
-				mm2_wait<0>();
-				__syncthreads();
-				if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
 				const int t0 = (k0b - start) >> 4;  // the round's first tile
-				for (int ti = (warp - t0 % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; 16 * ti < nst; ti += ATT3_WARPS) {
+#pragma unroll
+				for (int ph = 0; ph < ATT_MMA_NP; ph++) {
+				switch (ATT_MMA_NP - 1 - ph) {  // part ph's group done
+				case 0: mm2_wait<0>(); break;
+				case 1: mm2_wait<1>(); break;
+				case 2: mm2_wait<2>(); break;
+				default: mm2_wait<3>(); break;
+				}
+				__syncthreads();
+				if (ph == 0 && k0b == start) attm_qfrags(qs, G, lane, qh, ql);
+				const int lo = ph * ntl / ATT_MMA_NP, hi = (ph + 1) * ntl / ATT_MMA_NP;
+				const int cw = ((warp - t0) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS;  // this warp's tiles: ti = cw mod 8
+				for (int ti = lo + ((cw - lo) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; ti < hi; ti += ATT3_WARPS) {
 					const __half *kt0 = Ks + 16 * ti * LDS, *vt0 = Vs + 16 * ti * LDS;
 					auto kfr = [&](int kk, uint32_t(&b)[4]) {
 						ldsm_x4((uint32_t)__cvta_generic_to_shared(kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk +
@@ -4251,6 +4308,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 						          b[0], b[1], b[2], b[3]);
 					};
 					attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
+				}
 				}
 			}
 		} else {
@@ -4624,6 +4682,30 @@ static bool att_clusters_fit() {
 	return true;
 }
 
+// Whether the tensor-core attention kernels may take ATT_MMA_FAT keys of
+// staging (their static shared memory beside it within the device's opt-in
+// limit; sm_120 has about 99 KB): their dynamic shared memory limit set.
+static int att_fat_init(int optin) {
+	if (ATT_MMA_FAT <= 0) return 0;
+	const size_t dyn = (size_t)ATT_MMA_FAT * ATT_MMA_KEYB;
+	for (int row = 0; row < 3; row++) {
+		const attn_fn k = att_kern[row][ATT_COL_MMA];
+		cudaFuncAttributes fa;
+		if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.sharedSizeBytes + dyn > (size_t)optin ||
+		    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) != cudaSuccess) {
+			cudaGetLastError();
+			return 0;
+		}
+	}
+	return 1;
+}
+
+// The longest context whose decode attention takes one cluster of ATT_CLN
+// fat splits per kv head (ATT_MMA_FAT); 0 where that does not apply.
+static int att2_fat_max(const sk_ctx *ctx, int n_head, int n_kv, int hd) {
+	return ctx->att_fat && att2_mma(n_head / n_kv, hd) ? ATT_CLN * ATT_MMA_FAT : 0;
+}
+
 // The longest context (n = position + 1) for which decode attention runs the
 // one-block-per-SM kernel (ATT_LD8_1SM): the splits of every kv head at the
 // shortest split length then fit one block per SM; 0 where it does not apply.
@@ -4654,18 +4736,23 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
 	const bool one = !two && att2_short_max(ctx, n_head, n_kv, hd) > 0;
+	const bool mcol = md == 1 && att2_mma(G, hd);
 	const attn_fn k =
-	    att_kern[row][md == 1 ? (att2_mma(G, hd) ? ATT_COL_MMA : stg ? 0 : 1)
+	    att_kern[row][md == 1 ? (mcol ? ATT_COL_MMA : stg ? 0 : 1)
 	                  : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3)
 	                            : 4];
+	// the tensor-core kernel's staging (fat: one cluster of splits, see ATT_MMA_FAT)
+	const bool fat = mcol && nsplit <= ATT_CLN && att2_fat_max(ctx, n_head, n_kv, hd) > 0;
+	const size_t dyn = mcol ? (size_t)(fat ? ATT_MMA_FAT : ATT_MMA_THIN) * ATT_MMA_KEYB : 0;
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;
 		att_cluster_cfg(cfg, attr, grid, csize, s);
+		cfg.dynamicSmemBytes = dyn;
 		CK(ctx, cudaLaunchKernelEx(&cfg, k, q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos));
 		return SK_OK;
 	}
-	k<<<grid, ATT3_WARPS * 32, 0, s>>>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos);
+	k<<<grid, ATT3_WARPS * 32, dyn, s>>>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos);
 	CKLAUNCH(ctx);
 	return SK_OK;
 }
@@ -4731,6 +4818,7 @@ struct PStep {
 	const int32_t *tok, *pos;
 	int dim, n_head, n_kv, hd, max_ctx, nsplit;
 	int two;  // the attention combine is two-level (as the per-op step's clusters make it)
+	int fat_max;  // contexts up to this take min(ATT_CLN, nsplit) splits (att2_fat_max)
 	float eps;
 };
 
@@ -4757,8 +4845,12 @@ __device__ __noinline__ void mk_gemv(const Mats &ms, const float *x, const float
 template <int MAXD2>
 __device__ __noinline__ void mk_attn(const PStep &P, const PLayer &L, int bid, int nb) {
 	const int items = P.n_kv * P.nsplit;
+	// the splits the kernel-per-op step takes at this context (ATT_MMA_FAT);
+	// items past them find their start past the context
+	const int n = min(*P.pos + 1, P.max_ctx);
+	const int ns = P.fat_max > 0 && n <= P.fat_max ? min(ATT_CLN, P.nsplit) : P.nsplit;
 	for (int it = bid; it < items; it += nb)
-		att3_item<MAXD2, true, false>(P.q, L.kc, L.vc, P.part, P.att, P.counter, P.n_head, P.n_kv, P.hd, P.max_ctx, P.nsplit,
+		att3_item<MAXD2, true, false>(P.q, L.kc, L.vc, P.part, P.att, P.counter, P.n_head, P.n_kv, P.hd, P.max_ctx, ns,
 		                       P.pos, it % P.n_kv, it / P.n_kv, P.two != 0);
 }
 
@@ -5132,7 +5224,9 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 	const __half *kc = (const __half *)d_k, *vc = (const __half *)d_v;
 	if (ctx->variant == SK_VARIANT_V2 && att2_ok(n_head, n_kv_head, head_dim)) {
 		if (ntok > 1) return attn_prefill2(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
-		const int ns = att2_nsplit(ctx, n_head, n_kv_head, max_ctx);
+		// (contexts up to att2_fat_max: the fat splits, as a model's decode step)
+		const bool fat = max_ctx <= att2_fat_max(ctx, n_head, n_kv_head, head_dim);
+		const int ns0 = att2_nsplit(ctx, n_head, n_kv_head, max_ctx), ns = fat ? std::min(ATT_CLN, ns0) : ns0;
 		const size_t bytes = attn2_scratch_bytes(n_head, n_kv_head, head_dim, ns);
 		int rc = reserve_scratch(ctx, bytes);
 		if (rc != SK_OK) return rc;
@@ -5140,7 +5234,7 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 		                        (size_t)n_kv_head * sizeof(int), ctx->stream));
 		// (the kernels of contexts up to max_ctx)
 		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns,
-		                    max_ctx > att2_short_max(ctx, n_head, n_kv_head, head_dim));
+		                    !fat && max_ctx > att2_short_max(ctx, n_head, n_kv_head, head_dim));
 	}
 	return attention(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
 }
@@ -5586,6 +5680,7 @@ static int persist_setup(sk_model *m) {
 	S.max_ctx = c.max_ctx;
 	S.nsplit = m->nsplit;
 	S.two = att2_two(ctx, c.n_head / c.n_kv_head);
+	S.fat_max = att2_fat_max(ctx, c.n_head, c.n_kv_head, c.head_dim);
 	S.eps = c.eps;
 	const persist_fn fn = persist_kernels[uniform == SK_Q8_0 ? 1 : 0][c.head_dim <= 64 ? 0 : 1];
 	smem = (smem + 15) & ~(size_t)15;
@@ -5694,6 +5789,15 @@ static int enqueue_forward(sk_model *m, int n) {
 	return rc;
 }
 
+// The decode attention's splits for the step being enqueued: one cluster of
+// fat splits in the short-context graph where ATT_MMA_FAT applies.
+static bool att2_long(const sk_model *m, int pos);
+static int att2_step_nsplit(const sk_model *m) {
+	const sk_model_config &c = m->cfg;
+	if (!m->att_long && att2_fat_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim) > 0) return std::min(ATT_CLN, m->nsplit);
+	return m->nsplit;
+}
+
 // The v2 forward pass: for one token the fused GEMVs (6 launches per layer),
 // for more the tensor-core GEMMs and the tiled prefill attention.
 static int enqueue_forward_v2(sk_model *m, int n) {
@@ -5731,7 +5835,7 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 			if (rc == SK_OK) {
 				if (m->att2)
 					rc = attn2_decode(ctx, m->q, L.kc, L.vc, m->att, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
-					                  m->d_pos, m->part, m->nsplit, m->att_long);
+					                  m->d_pos, m->part, att2_step_nsplit(m), m->att_long);
 				else
 					rc = attention(ctx, m->q, L.kc, L.vc, m->att, 1, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
 					               m->d_pos);
@@ -5826,6 +5930,8 @@ static bool att2_long(const sk_model *m, int pos) {
 	const sk_model_config &c = m->cfg;
 	const int G = c.n_head / c.n_kv_head;
 	if (!m->att2) return false;
+	const int fmax = att2_fat_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim);
+	if (fmax > 0) return pos + 1 > fmax;
 	const int smax = att2_short_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim);
 	if (smax > 0) return pos + 1 > smax;
 	return att2_two(m->ctx, G) && m->nsplit > ATT_CLN && pos + 1 > ATT_CLN * att2_min(G);
