@@ -4696,6 +4696,18 @@ static int att_fat_init(int optin) {
 			cudaGetLastError();
 			return 0;
 		}
+		if (row == 0) continue;
+		// the clustered kernels: a cluster of ATT_CLN fat blocks (one per SM) must
+		// fit one GPC (as att_clusters_fit checks for the thin ones)
+		cudaLaunchConfig_t cfg;
+		cudaLaunchAttribute attr;
+		att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
+		cfg.dynamicSmemBytes = dyn;
+		int n = 0;
+		if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
+			cudaGetLastError();
+			return 0;
+		}
 	}
 	return 1;
 }
