@@ -4182,7 +4182,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 
 	float m = -INFINITY, l = 0.f;
 	// ATT_LD8: head_dim 128 unstaged, eight lanes per key (acc in a4)
-	static_assert(LD == 0 || ((LD == 1 || LD == 2) && MAXD2 == 2 && !STG && !MK) || (LD == 3 && MAXD2 == 1 && !STG && !MK),
+	static_assert(LD == 0 || ((LD == 1 || LD == 2) && MAXD2 == 2 && !STG && !MK) ||
+	                  (LD == 3 && MAXD2 == 1 && !STG && !MK),
 	              "LD8: head_dim 128, unstaged; MMA: head_dim 64, its own staging");
 	const bool ld8 = LD == 1 || LD == 2 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
 	// LD 3 (ATT_MMA): the tensor-core loop; the persistent step picks it at run time
@@ -4241,121 +4242,121 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	constexpr bool MMA_CODE = LD == 3 || (MK && MAXD2 == 1);  // instantiations that may run it
 	if (MMA_CODE && mma) {
 		if constexpr (MMA_CODE) {
-		// ATT_MMA: the block's 16-key tiles, tile i to warp i % 8 (the same tiles
-		// in the kernel and the persistent step), then the warps' merge into slot
-		// gg of head gg (the other stripes' slots empty)
-		static_assert(ATT3_WARPS == 8, "ATT_MMA: 8 warps (the merge tree, qs as its buffer)");
-		__shared__ float bm[ATT3_WARPS / 2][ATT2_MAXG], bl[ATT3_WARPS / 2][ATT2_MAXG];
-		const int r = lane >> 2, t4 = lane & 3;
-		float o[8][4];
+			// ATT_MMA: the block's 16-key tiles, tile i to warp i % 8 (the same tiles
+			// in the kernel and the persistent step), then the warps' merge into slot
+			// gg of head gg (the other stripes' slots empty)
+			static_assert(ATT3_WARPS == 8, "ATT_MMA: 8 warps (the merge tree, qs as its buffer)");
+			__shared__ float bm[ATT3_WARPS / 2][ATT2_MAXG], bl[ATT3_WARPS / 2][ATT2_MAXG];
+			const int r = lane >> 2, t4 = lane & 3;
+			float o[8][4];
 #pragma unroll
-		for (int dn = 0; dn < 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.f;
-		uint32_t qh[4][2], ql[4][2];
-		if constexpr (LD == 3) {
-			// staged rows of 64 + 8 halves (conflict-free ldmatrix), up to capm keys
-			// at a time; rows past end hold key end - 1 (finite: p = 0 there)
-			// (in dynamic shared memory: ATT_MMA_THIN or ATT_MMA_FAT keys, the launch's choice)
-			constexpr int LDS = 72;
-			extern __shared__ __align__(16) unsigned char att_dsm[];
-			uint32_t dsz;
-			asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dsz));
-			const int capm = (int)(dsz / ATT_MMA_KEYB) / 16 * 16;
-			if (capm < 16) __trap();  // launched without its staging
-			__half *Ks = (__half *)att_dsm, *Vs = Ks + capm * LDS;
-			for (int k0b = start; k0b < end; k0b += capm) {
-				if (k0b != start) __syncthreads();  // every warp is done with the last staging
-				const int nst = min(capm, (end - k0b + 15) & ~15), ntl = nst >> 4;
-				// the round's tiles in ATT_MMA_NP parts, part p's copies in cp.async
-				// group p: a part's tiles are computed while the later parts' copies
-				// are in flight (each warp still takes its tiles in key order)
+			for (int dn = 0; dn < 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.f;
+			uint32_t qh[4][2], ql[4][2];
+			if constexpr (LD == 3) {
+				// staged rows of 64 + 8 halves (conflict-free ldmatrix), up to capm keys
+				// at a time; rows past end hold key end - 1 (finite: p = 0 there)
+				// (in dynamic shared memory: ATT_MMA_THIN or ATT_MMA_FAT keys, the launch's choice)
+				constexpr int LDS = 72;
+				extern __shared__ __align__(16) unsigned char att_dsm[];
+				uint32_t dsz;
+				asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dsz));
+				const int capm = (int)(dsz / ATT_MMA_KEYB) / 16 * 16;
+				if (capm < 16) __trap();  // launched without its staging
+				__half *Ks = (__half *)att_dsm, *Vs = Ks + capm * LDS;
+				for (int k0b = start; k0b < end; k0b += capm) {
+					if (k0b != start) __syncthreads();  // every warp is done with the last staging
+					const int nst = min(capm, (end - k0b + 15) & ~15), ntl = nst >> 4;
+					// the round's tiles in ATT_MMA_NP parts, part p's copies in cp.async
+					// group p: a part's tiles are computed while the later parts' copies
+					// are in flight (each warp still takes its tiles in key order)
 #pragma unroll
-				for (int ph = 0; ph < ATT_MMA_NP; ph++) {
-					const int r1 = 16 * ((ph + 1) * ntl / ATT_MMA_NP);
-					for (int idx = 16 * (ph * ntl / ATT_MMA_NP) * 8 + threadIdx.x; idx < r1 * 8; idx += blockDim.x) {
-						const int rr = idx >> 3, c = idx & 7;
-						const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
-						mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
-						mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
+					for (int ph = 0; ph < ATT_MMA_NP; ph++) {
+						const int r1 = 16 * ((ph + 1) * ntl / ATT_MMA_NP);
+						for (int idx = 16 * (ph * ntl / ATT_MMA_NP) * 8 + threadIdx.x; idx < r1 * 8; idx += blockDim.x) {
+							const int rr = idx >> 3, c = idx & 7;
+							const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
+							mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
+							mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
+						}
+						mm2_commit();
 					}
-					mm2_commit();
-				}
-				if (k0b == start)
-					for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
-				const int t0 = (k0b - start) >> 4;  // the round's first tile
+					if (k0b == start)
+						for (int i = threadIdx.x; i < G * hd; i += blockDim.x)
+							qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+					const int t0 = (k0b - start) >> 4;  // the round's first tile
 #pragma unroll
-				for (int ph = 0; ph < ATT_MMA_NP; ph++) {
-				switch (ATT_MMA_NP - 1 - ph) {  // part ph's group done
-				case 0: mm2_wait<0>(); break;
-				case 1: mm2_wait<1>(); break;
-				case 2: mm2_wait<2>(); break;
-				default: mm2_wait<3>(); break;
+					for (int ph = 0; ph < ATT_MMA_NP; ph++) {
+						switch (ATT_MMA_NP - 1 - ph) {  // part ph's group done
+						case 0: mm2_wait<0>(); break;
+						case 1: mm2_wait<1>(); break;
+						case 2: mm2_wait<2>(); break;
+						default: mm2_wait<3>(); break;
+						}
+						__syncthreads();
+						if (ph == 0 && k0b == start) attm_qfrags(qs, G, lane, qh, ql);
+						const int lo = ph * ntl / ATT_MMA_NP, hi = (ph + 1) * ntl / ATT_MMA_NP;
+						// this warp's tiles: ti = cw mod 8
+						const int cw = ((warp - t0) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS;
+						for (int ti = lo + ((cw - lo) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; ti < hi; ti += ATT3_WARPS) {
+							const __half *kt0 = Ks + 16 * ti * LDS, *vt0 = Vs + 16 * ti * LDS;
+							auto kfr = [&](int kk, uint32_t(&b)[4]) {
+								const __half *p = kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk + ((lane >> 3) & 1) * 8;
+								ldsm_x4((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
+							};
+							auto vfr = [&](int dn, uint32_t(&b)[4]) {
+								const int mi = lane >> 3;
+								const __half *p = vt0 + ((mi & 1) * 8 + (lane & 7)) * LDS + (dn + (mi >> 1)) * 8;
+								ldsm_x4_t((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
+							};
+							attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
+						}
+					}
 				}
+			} else {
+				// the persistent step: the same fragments from global memory (plain
+				// loads: this launch wrote the step's K and V rows), keys clamped to
+				// end - 1 as the staged rows
+				for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
 				__syncthreads();
-				if (ph == 0 && k0b == start) attm_qfrags(qs, G, lane, qh, ql);
-				const int lo = ph * ntl / ATT_MMA_NP, hi = (ph + 1) * ntl / ATT_MMA_NP;
-				const int cw = ((warp - t0) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS;  // this warp's tiles: ti = cw mod 8
-				for (int ti = lo + ((cw - lo) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; ti < hi; ti += ATT3_WARPS) {
-					const __half *kt0 = Ks + 16 * ti * LDS, *vt0 = Vs + 16 * ti * LDS;
+				attm_qfrags(qs, G, lane, qh, ql);
+				const unsigned short *kh = (const unsigned short *)kb, *vh = (const unsigned short *)vb;
+				for (int kt = start + 16 * warp; kt < end; kt += 16 * ATT3_WARPS) {
+					const size_t k0 = (size_t)min(kt + r, end - 1) * 64, k1 = (size_t)min(kt + 8 + r, end - 1) * 64;
 					auto kfr = [&](int kk, uint32_t(&b)[4]) {
-						ldsm_x4((uint32_t)__cvta_generic_to_shared(kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk +
-						                                           ((lane >> 3) & 1) * 8),
-						        b[0], b[1], b[2], b[3]);
+						const int d = 16 * kk + 2 * t4;
+						b[0] = *(const uint32_t *)(kh + k0 + d);
+						b[1] = *(const uint32_t *)(kh + k0 + d + 8);
+						b[2] = *(const uint32_t *)(kh + k1 + d);
+						b[3] = *(const uint32_t *)(kh + k1 + d + 8);
 					};
 					auto vfr = [&](int dn, uint32_t(&b)[4]) {
-						const int mi = lane >> 3;
-						ldsm_x4_t((uint32_t)__cvta_generic_to_shared(vt0 + ((mi & 1) * 8 + (lane & 7)) * LDS +
-						                                             (dn + (mi >> 1)) * 8),
-						          b[0], b[1], b[2], b[3]);
+#pragma unroll
+						for (int i = 0; i < 4; i++) {  // keys kt + 8 (i % 2) + 2 t4 (+1), dimension 8 (dn + i / 2) + r
+							const int key = kt + 8 * (i & 1) + 2 * t4, d = 8 * (dn + (i >> 1)) + r;
+							const uint32_t lo = vh[(size_t)min(key, end - 1) * 64 + d];
+							const uint32_t hi = vh[(size_t)min(key + 1, end - 1) * 64 + d];
+							b[i] = lo | hi << 16;
+						}
 					};
-					attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
+					attm_tile(qh, ql, kt, end, lane, m, l, o, kfr, vfr);
 				}
+			}
+			l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+			l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
+			__syncthreads();  // qs (the merge's buffer) read by every warp
+			attm_merge(warp, lane, m, l, o, qs, bm, bl);
+			if (warp == 0 && r < G) {
+				if (t4 == 0) {
+					sm[r] = m;
+					sl[r] = l;
+				}
+#pragma unroll
+				for (int dn = 0; dn < 8; dn++) {
+					sacc[r][8 * dn + 2 * t4] = o[dn][0];
+					sacc[r][8 * dn + 2 * t4 + 1] = o[dn][1];
 				}
 			}
-		} else {
-			// the persistent step: the same fragments from global memory (plain
-			// loads: this launch wrote the step's K and V rows), keys clamped to
-			// end - 1 as the staged rows
-			for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
-			__syncthreads();
-			attm_qfrags(qs, G, lane, qh, ql);
-			const unsigned short *kh = (const unsigned short *)kb, *vh = (const unsigned short *)vb;
-			for (int kt = start + 16 * warp; kt < end; kt += 16 * ATT3_WARPS) {
-				const size_t k0 = (size_t)min(kt + r, end - 1) * 64, k1 = (size_t)min(kt + 8 + r, end - 1) * 64;
-				auto kfr = [&](int kk, uint32_t(&b)[4]) {
-					const int d = 16 * kk + 2 * t4;
-					b[0] = *(const uint32_t *)(kh + k0 + d);
-					b[1] = *(const uint32_t *)(kh + k0 + d + 8);
-					b[2] = *(const uint32_t *)(kh + k1 + d);
-					b[3] = *(const uint32_t *)(kh + k1 + d + 8);
-				};
-				auto vfr = [&](int dn, uint32_t(&b)[4]) {
-#pragma unroll
-					for (int i = 0; i < 4; i++) {  // keys kt + 8 (i % 2) + 2 t4 (+1), dimension 8 (dn + i / 2) + r
-						const int key = kt + 8 * (i & 1) + 2 * t4, d = 8 * (dn + (i >> 1)) + r;
-						const uint32_t lo = vh[(size_t)min(key, end - 1) * 64 + d];
-						const uint32_t hi = vh[(size_t)min(key + 1, end - 1) * 64 + d];
-						b[i] = lo | hi << 16;
-					}
-				};
-				attm_tile(qh, ql, kt, end, lane, m, l, o, kfr, vfr);
-			}
-		}
-		l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
-		l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
-		__syncthreads();  // qs (the merge's buffer) read by every warp
-		attm_merge(warp, lane, m, l, o, qs, bm, bl);
-		if (warp == 0 && r < G) {
-			if (t4 == 0) {
-				sm[r] = m;
-				sl[r] = l;
-			}
-#pragma unroll
-			for (int dn = 0; dn < 8; dn++) {
-				sacc[r][8 * dn + 2 * t4] = o[dn][0];
-				sacc[r][8 * dn + 2 * t4 + 1] = o[dn][1];
-			}
-		}
-		if (threadIdx.x >= G && threadIdx.x < ATT3_WARPS) sm[threadIdx.x] = -INFINITY;
+			if (threadIdx.x >= G && threadIdx.x < ATT3_WARPS) sm[threadIdx.x] = -INFINITY;
 		}
 	} else if (STG) {
 		// up to cap keys at a time (batches of 32 S keys): every thread copies
@@ -5806,7 +5807,8 @@ static int enqueue_forward(sk_model *m, int n) {
 static bool att2_long(const sk_model *m, int pos);
 static int att2_step_nsplit(const sk_model *m) {
 	const sk_model_config &c = m->cfg;
-	if (!m->att_long && att2_fat_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim) > 0) return std::min(ATT_CLN, m->nsplit);
+	if (!m->att_long && att2_fat_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim) > 0)
+		return std::min(ATT_CLN, m->nsplit);
 	return m->nsplit;
 }
 
