@@ -1272,9 +1272,14 @@ __shared__ long long tr_att1, tr_att2;
 
 // Warps per block of the decode GEMVs (k_gemv2; the persistent step keeps
 // MK_WARPS). 16 with G2_MINB 1 (one block per SM, the same warps and
-// registers per SM) is an A/B, not yet measured: every block loads and
-// quantizes the whole activation, so half the blocks would halve that
-// replicated work (the down GEMV's x loads take 1-2 us, PERF.md). With it the
+// registers per SM) is an A/B: every block loads and quantizes the whole
+// activation, so half the blocks halve that replicated work (the down GEMV's
+// x loads take 1-2 us, PERF.md). On the H200 (decode tok/s at 128 / 4k, 3
+// runs, one machine start, two rounds): 7B Q4_K_M 463.1 / 351.6 and 460.3 /
+// 348.7 against 451.6 / 349.6 and 451.2 / 347.8; 7B Q8_0 unchanged (394.0 /
+// 309.6, 395.7 / 307.1 against 396.0 / 308.0, 397.5 / 305.8); TinyLlama
+// Q4_K_M 1,238.0 / 982.6 and 1,222.9 / 982.2 against 1,247.8 / 987.4 and
+// 1,261.8 / 992.9. With it the
 // persistent step's logits may differ in the last bits from the per-op
 // step's for a normed activation of more than 4,096 columns or of a length
 // that is not a multiple of 32 (the norm's sum then adds in another order);
@@ -3618,7 +3623,10 @@ static_assert(ATT_LD8_VR == 32 || ATT_LD8_VR == 16, "ATT_LD8_VR: 32 or 16");
 #define ATT_LD8_1SM 1
 #endif
 // 1: that kernel at every context (A/B of long contexts with -DATT2_PER_SM=1,
-// whose splits then fit one block per SM; not yet measured).
+// whose splits then fit one block per SM). Decode tok/s at 128 / 4k (same
+// machine start as G2_WARPS's A/B): 7B Q8_0 392.9 / 312.9 and 394.2 / 314.0
+// against 396.0 / 308.0 and 397.5 / 305.8; 7B Q4_K_M 447.6 / 347.9 and
+// 445.1 / 345.7 against 451.6 / 349.6 and 451.2 / 347.8.
 #ifndef ATT_LD8_1SM_ALL
 #define ATT_LD8_1SM_ALL 0
 #endif
@@ -3686,22 +3694,20 @@ __host__ __device__ inline bool att2_mma(int G, int hd) { return ATT_MMA && hd =
 // / 1,152.0 / 1,117.6 without (0); TinyLlama Q4_K_M 1,245.8 / 1,210.1 /
 // 1,145.9 and 1,252.5 / 1,212.0 / 1,145.8 against 1,244.3 / 1,094.6 / 1,053.6
 // and 1,259.2 / 1,098.6 / 1,062.1.
+// The decode attention's splits at a context of n keys: one cluster of fat
+// splits up to fat_max (att2_fat_max, 0: none), else nsplit (att2_nsplit).
+__host__ __device__ inline int att2_ctx_nsplit(int fat_max, int n, int nsplit) {
+	return fat_max > 0 && n <= fat_max ? (nsplit < ATT_CLN ? nsplit : ATT_CLN) : nsplit;
+}
 #define ATT_MMA_KEYB (4 * 72)  // bytes per staged key
 #define ATT_MMA_THIN 96
 #ifndef ATT_MMA_FAT
 #define ATT_MMA_FAT 576
 #endif
-// A staging round's copies in ATT_MMA_NP parts (cp.async groups), each
-// part's tiles computed while the later parts' copies are in flight. It
-// lost (same A/B as above, a later machine start): 2 parts TinyLlama Q8_0
-// 1,294.8 / 1,256.8 / 1,174.0 and 1,277.9 / 1,252.4 / 1,164.2, 4 parts
-// 1,270.8 / 1,220.6 / 1,155.1 and 1,279.1 / 1,228.1 / 1,149.0, against one
-// 1,310.7 / 1,269.0 / 1,189.8 and 1,305.1 / 1,254.7 / 1,177.6 (TinyLlama
-// Q4_K_M: -0.5% and -1.5% at 4k).
-#ifndef ATT_MMA_NP
-#define ATT_MMA_NP 1
-#endif
-static_assert(ATT_MMA_NP >= 1 && ATT_MMA_NP <= 4, "ATT_MMA_NP: 1..4");
+// (Dropped, measured: a staging round's copies in 2 or 4 cp.async groups,
+// each part's tiles computed while the later parts' copies are in flight:
+// TinyLlama Q8_0 1,174.0 / 1,164.2 and 1,155.1 / 1,149.0 at 4k against
+// 1,189.8 / 1,177.6 in one group; .dev/wip/s13-mma-np.patch.)
 // whether it runs the eight-lanes-per-key loop (ATT_LD8): the kernel-per-op
 // step's choice of kernel and the persistent step's choice of loop, so that
 // both compute the same bits
@@ -4135,6 +4141,10 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	const float scale = rsqrtf((float)hd);
 	const __half *kb = kc + (size_t)kvh * max_ctx * hd, *vb = vc + (size_t)kvh * max_ctx * hd;
 	const float *qg = qs + g * hd;
+	// the group's queries, pre-scaled, into qs (every thread of the block)
+	auto load_q = [&]() {
+		for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+	};
 	// Every load of an iteration goes out before any is used: the key row of
 	// each lane (KR uint4 registers, the rest of a row past 128 dimensions
 	// is read in the dot loop) and the V rows of the first KB keys. The loop
@@ -4265,58 +4275,38 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				__half *Ks = (__half *)att_dsm, *Vs = Ks + capm * LDS;
 				for (int k0b = start; k0b < end; k0b += capm) {
 					if (k0b != start) __syncthreads();  // every warp is done with the last staging
-					const int nst = min(capm, (end - k0b + 15) & ~15), ntl = nst >> 4;
-					// the round's tiles in ATT_MMA_NP parts, part p's copies in cp.async
-					// group p: a part's tiles are computed while the later parts' copies
-					// are in flight (each warp still takes its tiles in key order)
-#pragma unroll
-					for (int ph = 0; ph < ATT_MMA_NP; ph++) {
-						const int r1 = 16 * ((ph + 1) * ntl / ATT_MMA_NP);
-						for (int idx = 16 * (ph * ntl / ATT_MMA_NP) * 8 + threadIdx.x; idx < r1 * 8; idx += blockDim.x) {
-							const int rr = idx >> 3, c = idx & 7;
-							const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
-							mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
-							mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
-						}
-						mm2_commit();
+					const int nst = min(capm, (end - k0b + 15) & ~15);
+					for (int idx = threadIdx.x; idx < nst * 8; idx += blockDim.x) {
+						const int rr = idx >> 3, c = idx & 7;
+						const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
+						mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
+						mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
 					}
-					if (k0b == start)
-						for (int i = threadIdx.x; i < G * hd; i += blockDim.x)
-							qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+					mm2_commit();
+					if (k0b == start) load_q();
+					mm2_wait<0>();
+					__syncthreads();
+					if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
 					const int t0 = (k0b - start) >> 4;  // the round's first tile
-#pragma unroll
-					for (int ph = 0; ph < ATT_MMA_NP; ph++) {
-						switch (ATT_MMA_NP - 1 - ph) {  // part ph's group done
-						case 0: mm2_wait<0>(); break;
-						case 1: mm2_wait<1>(); break;
-						case 2: mm2_wait<2>(); break;
-						default: mm2_wait<3>(); break;
-						}
-						__syncthreads();
-						if (ph == 0 && k0b == start) attm_qfrags(qs, G, lane, qh, ql);
-						const int lo = ph * ntl / ATT_MMA_NP, hi = (ph + 1) * ntl / ATT_MMA_NP;
-						// this warp's tiles: ti = cw mod 8
-						const int cw = ((warp - t0) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS;
-						for (int ti = lo + ((cw - lo) % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; ti < hi; ti += ATT3_WARPS) {
-							const __half *kt0 = Ks + 16 * ti * LDS, *vt0 = Vs + 16 * ti * LDS;
-							auto kfr = [&](int kk, uint32_t(&b)[4]) {
-								const __half *p = kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk + ((lane >> 3) & 1) * 8;
-								ldsm_x4((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
-							};
-							auto vfr = [&](int dn, uint32_t(&b)[4]) {
-								const int mi = lane >> 3;
-								const __half *p = vt0 + ((mi & 1) * 8 + (lane & 7)) * LDS + (dn + (mi >> 1)) * 8;
-								ldsm_x4_t((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
-							};
-							attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
-						}
+					for (int ti = (warp - t0 % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; 16 * ti < nst; ti += ATT3_WARPS) {
+						const __half *kt0 = Ks + 16 * ti * LDS, *vt0 = Vs + 16 * ti * LDS;
+						auto kfr = [&](int kk, uint32_t(&b)[4]) {
+							const __half *p = kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk + ((lane >> 3) & 1) * 8;
+							ldsm_x4((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
+						};
+						auto vfr = [&](int dn, uint32_t(&b)[4]) {
+							const int mi = lane >> 3;
+							const __half *p = vt0 + ((mi & 1) * 8 + (lane & 7)) * LDS + (dn + (mi >> 1)) * 8;
+							ldsm_x4_t((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
+						};
+						attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
 					}
 				}
 			} else {
 				// the persistent step: the same fragments from global memory (plain
 				// loads: this launch wrote the step's K and V rows), keys clamped to
 				// end - 1 as the staged rows
-				for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+				load_q();
 				__syncthreads();
 				attm_qfrags(qs, G, lane, qh, ql);
 				const unsigned short *kh = (const unsigned short *)kb, *vh = (const unsigned short *)vb;
@@ -4379,7 +4369,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			}
 			if (ATT_STG_ASYNC) mm2_commit();
 			if (k0b == start)
-				for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+				load_q();
 			if (ATT_STG_ASYNC) mm2_wait<0>();
 			__syncthreads();
 			kbase = k0b;
@@ -4417,7 +4407,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			issue_k8(kfirst);
 			if constexpr (LD == 2) issue_vw(kfirst);
 		}
-		for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+		load_q();
 		__syncthreads();
 		for (int k0 = kfirst; k0 < end; k0 += S * 32) {
 			if (k0 != kfirst) {
@@ -4457,7 +4447,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			issue_k(kfirst);
 			issue_v(kfirst);
 		}
-		for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+		load_q();
 		__syncthreads();
 		for (int k0 = kfirst; k0 < end; k0 += S * 32) {
 			if (k0 != kfirst) {
@@ -4860,8 +4850,7 @@ __device__ __noinline__ void mk_attn(const PStep &P, const PLayer &L, int bid, i
 	const int items = P.n_kv * P.nsplit;
 	// the splits the kernel-per-op step takes at this context (ATT_MMA_FAT);
 	// items past them find their start past the context
-	const int n = min(*P.pos + 1, P.max_ctx);
-	const int ns = P.fat_max > 0 && n <= P.fat_max ? min(ATT_CLN, P.nsplit) : P.nsplit;
+	const int ns = att2_ctx_nsplit(P.fat_max, min(*P.pos + 1, P.max_ctx), P.nsplit);
 	for (int it = bid; it < items; it += nb)
 		att3_item<MAXD2, true, false>(P.q, L.kc, L.vc, P.part, P.att, P.counter, P.n_head, P.n_kv, P.hd, P.max_ctx, ns,
 		                       P.pos, it % P.n_kv, it / P.n_kv, P.two != 0);
@@ -5238,8 +5227,9 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 	if (ctx->variant == SK_VARIANT_V2 && att2_ok(n_head, n_kv_head, head_dim)) {
 		if (ntok > 1) return attn_prefill2(ctx, d_q, kc, vc, d_out, ntok, n_head, n_kv_head, head_dim, max_ctx, d_pos0);
 		// (contexts up to att2_fat_max: the fat splits, as a model's decode step)
-		const bool fat = max_ctx <= att2_fat_max(ctx, n_head, n_kv_head, head_dim);
-		const int ns0 = att2_nsplit(ctx, n_head, n_kv_head, max_ctx), ns = fat ? std::min(ATT_CLN, ns0) : ns0;
+		const int fmax = att2_fat_max(ctx, n_head, n_kv_head, head_dim);
+		const bool fat = fmax > 0 && max_ctx <= fmax;
+		const int ns = att2_ctx_nsplit(fmax, max_ctx, att2_nsplit(ctx, n_head, n_kv_head, max_ctx));
 		const size_t bytes = attn2_scratch_bytes(n_head, n_kv_head, head_dim, ns);
 		int rc = reserve_scratch(ctx, bytes);
 		if (rc != SK_OK) return rc;
