@@ -60,6 +60,7 @@ struct sk_ctx {
 	// decode attention on the tensor cores may stage ATT_MMA_FAT keys per
 	// block (its kernels' dynamic shared memory limit is set: ATT_MMA_FAT)
 	int att_fat;
+	int att_ring;  // the ring kernel's shared memory fits (att_ring_init)
 };
 
 struct sk_matrix {
@@ -106,6 +107,16 @@ extern "C" int sk_abi_version(void) { return SK_ABI_VERSION; }
 
 static bool att_clusters_fit();
 static int att_fat_init(int optin);
+static int att_ring_init(int optin);
+// 1: the decode step's GEMV and attention kernels all prefer the largest
+// shared memory carveout (A/B: whether switching carveouts between kernels
+// costs). It lost 11% at 128 tokens of context (7B Q4_K_M 405.8 against
+// 458.1 tok/s; TinyLlama Q4_K_M 1,235.2 against 1,250.7): the GEMVs want
+// their L1.
+#ifndef DEC_CARVE_MAX
+#define DEC_CARVE_MAX 0
+#endif
+static void dec_carve_max();
 
 extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	int n = 0;
@@ -182,6 +193,8 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	                  ? clusters
 	                  : 0;
 	c->att_fat = att_fat_init(optin);
+	c->att_ring = att_ring_init(optin);
+	if (DEC_CARVE_MAX) dec_carve_max();
 	return c;
 }
 
@@ -3001,6 +3014,67 @@ __device__ __forceinline__ void mm2_wait() {
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// 1 (CUDA 12 and later): decode attention's ring (ATT_RING) copies its
+// stages with the bulk copies below; 0: with cp.async (16 bytes per thread
+// and copy; the only way before CUDA 12). Alone at 7B's shape, 4k / 16k
+// tokens of context (us), with 5 stages of 32 keys: 25.77 / 76.02 against
+// 26.74 / 83.43 (and 26.44 / 81.34 in another machine start).
+#ifndef ATT_RING_TMA
+#if __CUDACC_VER_MAJOR__ >= 12
+#define ATT_RING_TMA 1
+#else
+#define ATT_RING_TMA 0
+#endif
+#endif
+// Bulk copies global -> shared memory (sm_90's tensor memory accelerator)
+// completing on an mbarrier: init (count arrivals), the fence that makes the
+// initialisation visible to the copy engine, one arrival that expects tx
+// bytes, the copy (16-byte aligned, a multiple of 16 bytes) and the wait for
+// a phase's completion (parity). (Empty before CUDA 12, whose PTX lacks them;
+// ATT_RING_TMA is 0 there.)
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count) {
+#if ATT_RING_TMA
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_fence_init() {
+#if ATT_RING_TMA
+	asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async() {
+#if ATT_RING_TMA
+	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+#if ATT_RING_TMA
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if ATT_RING_TMA
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+	                 smem_u32(dst)),
+	             "l"(src), "r"(bytes), "r"(smem_u32(bar))
+	             : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+#if ATT_RING_TMA
+	asm volatile(
+	    "{\n"
+	    ".reg .pred p;\n"
+	    "MBAR_WAIT:\n"
+	    "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+	    "@!p bra MBAR_WAIT;\n"
+	    "}\n" ::"r"(smem_u32(bar)),
+	    "r"(parity)
+	    : "memory");
+#endif
+}
+
 // grid (ceil(nrows/128), ceil(n/BM), splits); dynamic shared memory
 // mm2_smem(T, BM, mm2_stages(T, BM)); K % 64 == 0.
 template <int T, int BM>
@@ -3712,13 +3786,75 @@ __host__ __device__ inline int att2_ctx_nsplit(int fat_max, int n, int nsplit) {
 // step's choice of kernel and the persistent step's choice of loop, so that
 // both compute the same bits
 __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd == 128 && !att2_stg(G, hd); }
+// Long contexts at one head per kv head and head_dim 128 (Llama-2-7B past
+// att2_short_max: the long-context decode graph): each block streams its
+// split through a ring of ATT_RING_ST stages of ATT_RING_KEYS keys in dynamic
+// shared memory (each stage's K rows, then its V rows, copied by two bulk
+// copies, ATT_RING_TMA; the next stage in flight while the warps compute one),
+// every warp taking 4 J consecutive keys of each stage with eight lanes per
+// key (rg_keys). The eight-lanes-per-key kernel it replaces there (ATT_LD8)
+// loaded a warp's 32 keys, then their V rows in two rounds: three dependent
+// round trips per batch, and 2.8 TB/s at 4k tokens of context. 0: that kernel
+// (A/B). On the H200 (session 15), the kernel alone at 7B's shape
+// (scripts/attn-probe.cu, us per launch at 4k / 16k tokens of context): 21.90
+// / 65.61 against 24.24 / 75.47 (a plain read of the same 67 MB: 17.3 us);
+// decode tok/s at 128 / 4k (5 runs): 7B Q4_K_M 458.6 / 359.9 and 457.8 /
+// 359.7, 7B Q8_0 395.5 / 319.9, against 457.5 / 349.6 and 395.6 / 307.5
+// without (3 runs, in the call before).
+#ifndef ATT_RING
+#define ATT_RING 1
+#endif
+// Two blocks per SM (att2_nsplit's one wave): 2 x (the kernel's 5 KB of
+// static shared memory + the ring + 1 KB) within the H200's 228 KB. More in
+// flight per block was slower, alone at 4k / 16k tokens of context (us):
+// 64 x 2 21.90 / 65.61 (the default: 32 KB in flight per block), 32 x 3
+// 22.93 / 68.00, 32 x 5 25.77 / 76.02, 32 x 2 25.09 / 73.48; with one block
+// per SM and half the splits (ATT2_PER_SM=1), 64 x 3 22.30 / 66.46 and 64 x 4
+// 24.16 / 72.21. In the decode step (before ATT_RING_TRIGGER, 7B Q4_K_M at
+// 2k / 4k) 32 x 3 read 362.5 / 332.1 and 32 x 2 358.4 / 326.0 against 64 x 2's
+// 363.9 / 334.2.
+#ifndef ATT_RING_KEYS
+#define ATT_RING_KEYS 64
+#endif
+#ifndef ATT_RING_ST
+#define ATT_RING_ST 2
+#endif
+// When the ring kernel lets the next kernel (the O projection's GEMV, a
+// programmatic dependent launch) launch: 0 at its end, 1 once its keys are
+// done; never at its start, as the other attention kernels do (ATT2_TRIGGER).
+// Launched early, the GEMV's blocks took the ring blocks' place as they
+// finished and the layer's later GEMVs ran slower (the trace at 2k: gate/up
+// 33.3 against 29.6 us, down 46.1 against 40.4), though the attention itself
+// was faster (16.8 against 18.1 us). Decode tok/s at 128 / 4k: 7B Q4_K_M
+// 458.2 / 360.4 with 0, 459.0 / 337.0 with 1, 457.5 / 349.6 for the
+// eight-lanes-per-key kernel (which triggers at its start); 7B Q8_0 395.3 /
+// 319.6, 396.2 / 301.8 and 395.6 / 307.5. (Triggering at the start as well:
+// 7B Q4_K_M at 2k 365.0 against 386.4.)
+#ifndef ATT_RING_TRIGGER
+#define ATT_RING_TRIGGER 0
+#endif
+// 1: the ring at every context of those models (no one-block-per-SM
+// kernel): alone, 5.90 / 11.64 us at 128 / 1k tokens of context against
+// 4.35 / 9.32 (A/B)
+#ifndef ATT_RING_ALL
+#define ATT_RING_ALL 0
+#endif
+static_assert(ATT_RING_KEYS == 32 * ATT3_WARPS / 8 || ATT_RING_KEYS == 64 * ATT3_WARPS / 8,
+              "ATT_RING_KEYS: 4 or 8 keys per warp");
+static_assert(ATT_RING_ST >= 2, "ATT_RING_ST: at least two stages");
+// (ATT_RING_TMA is defined with the bulk copies' helpers.)
+#define ATT_RING_BYTES (ATT_RING_ST * ATT_RING_KEYS * 512)  // K and V rows of 128 halves
+__host__ __device__ inline bool att2_ring(int G, int hd) { return ATT_RING && G == 1 && att2_ld8(G, hd); }
 
+// (CF: the factors' room, at least ATT2_MAXG)
+template <int CF = ATT_CF>
 __device__ __forceinline__ void att2_combine(const float *part, float *out, int kvh, int G, int hd, int nsplit,
                                              int ns) {
-	__shared__ float cf[ATT_CF];
+	static_assert(CF >= ATT2_MAXG, "att2_combine: room for every head's maximum");
+	__shared__ float cf[CF];
 	__shared__ float cl[ATT2_MAXG];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const bool fits = G * ns <= ATT_CF;
+	const bool fits = G * ns <= CF;
 	for (int g = warp; g < G; g += ATT3_WARPS) {
 		const float *pb = part + (size_t)(kvh * G + g) * nsplit * (hd + 2);
 		float M = -INFINITY;
@@ -3970,6 +4106,79 @@ __device__ __forceinline__ void ld8_pv(float p, const uint2 (&v8)[N], int u0, fl
 	}
 }
 
+// ATT_RING's arithmetic, shared by the kernel (keys from its shared-memory
+// ring) and the persistent step (from global memory), so that both give the
+// same bits: a warp's 4 J consecutive keys from base (< end), lane t of key
+// group kq (lane 8 kq + t) holding dimensions 8t..8t+7 and 64+8t..64+8t+7 of
+// keys base + 4j + kq, j < J (qv: the pre-scaled query's same dimensions).
+// kld(j, i): the lane's 16 bytes i of key base + 4j + kq; vld(u): dimensions
+// 4 lane..4 lane+3 of V row base + u. Rows at or past end are masked (they
+// must hold finite values).
+template <int J, class KL, class VL>
+__device__ __forceinline__ void rg_keys(const float (&qv)[16], int base, int end, int lane, float &m, float &l,
+                                        float4 &a4, KL kld, VL vld) {
+	static_assert(J == 1 || J == 2, "rg_keys: 4 or 8 keys per warp");
+	const int t = lane & 7, kq = lane >> 3;
+	float pd[J];
+#pragma unroll
+	for (int j = 0; j < J; j++) {
+		float d = 0.f;
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const uint4 kv = kld(j, i);
+			const __half2 *k2 = (const __half2 *)&kv;
+			const float *qq = qv + 8 * i;
+			const float2 f0 = __half22float2(k2[0]), f1 = __half22float2(k2[1]), f2 = __half22float2(k2[2]),
+			             f3 = __half22float2(k2[3]);
+			float e = __fmul_rn(qq[0], f0.x);
+			e = __fmaf_rn(qq[1], f0.y, e);
+			e = __fmaf_rn(qq[2], f1.x, e);
+			e = __fmaf_rn(qq[3], f1.y, e);
+			e = __fmaf_rn(qq[4], f2.x, e);
+			e = __fmaf_rn(qq[5], f2.y, e);
+			e = __fmaf_rn(qq[6], f3.x, e);
+			e = __fmaf_rn(qq[7], f3.y, e);
+			d = i == 0 ? e : __fadd_rn(d, e);
+		}
+		pd[j] = d;
+	}
+	// the dots summed over the key group's 8 lanes: with J = 2 the xor-4 step
+	// also scatters (lanes t >= 4 keep key 4 + kq), so lane t ends with the dot
+	// of key base + 4 (t / 4) + kq (J = 2) or base + kq (J = 1)
+	float r;
+	if constexpr (J == 2) {
+		const bool h4 = t & 4;
+		r = __fadd_rn(h4 ? pd[1] : pd[0], __shfl_xor_sync(0xffffffffu, h4 ? pd[0] : pd[1], 4));
+	} else {
+		r = __fadd_rn(pd[0], __shfl_xor_sync(0xffffffffu, pd[0], 4));
+	}
+	r = __fadd_rn(r, __shfl_xor_sync(0xffffffffu, r, 2));
+	r = __fadd_rn(r, __shfl_xor_sync(0xffffffffu, r, 1));
+	const bool ok = base + 4 * (J == 2 ? t >> 2 : 0) + kq < end;
+	const float sc = ok ? r : -INFINITY;
+	const float mn = fmaxf(m, warp_max(sc));  // finite: key base is valid
+	const float corr = __expf(m - mn);
+	const float p = ok ? __expf(sc - mn) : 0.f;
+	// each key once in the sum: the first lane of its copies
+	const bool first = J == 2 ? (t & 3) == 0 : t == 0;
+	l = __fadd_rn(__fmul_rn(l, corr), warp_sum(first ? p : 0.f));
+	m = mn;
+	a4.x = __fmul_rn(a4.x, corr), a4.y = __fmul_rn(a4.y, corr), a4.z = __fmul_rn(a4.z, corr),
+	a4.w = __fmul_rn(a4.w, corr);
+#pragma unroll
+	for (int u = 0; u < 4 * J; u++) {
+		const float pj = __shfl_sync(0xffffffffu, p, 8 * (u & 3) + 4 * (u >> 2));  // key base + u; 0 past end
+		// (rows past end as zeros: the kernel's bulk copies leave them unset)
+		const uint2 v = base + u < end ? vld(u) : make_uint2(0u, 0u);
+		const __half2 *v2 = (const __half2 *)&v;
+		const float2 f0 = __half22float2(v2[0]), f1 = __half22float2(v2[1]);
+		a4.x = __fmaf_rn(pj, f0.x, a4.x);
+		a4.y = __fmaf_rn(pj, f0.y, a4.y);
+		a4.z = __fmaf_rn(pj, f1.x, a4.z);
+		a4.w = __fmaf_rn(pj, f1.y, a4.w);
+	}
+}
+
 // ATT_MMA's arithmetic (decode attention on the tensor cores, head_dim 64),
 // shared by the kernel (fragments from the staged keys by ldmatrix) and the
 // persistent step (the same fragments loaded from global memory), so that
@@ -4109,8 +4318,9 @@ __device__ __forceinline__ void attm_merge(int warp, int lane, float &m, float &
 template <int MAXD2, bool MK, bool STG, int CLU = 0, int LD = 0>
 __device__ __forceinline__ void att3_item(const float *q, const __half *kc, const __half *vc, float *part, float *out,
                                           int *counter, int n_head, int n_kv, int hd, int max_ctx, int nsplit,
-                                          const int32_t *pos, int kvh, int s, bool two) {
-	__shared__ __align__(16) float qs[ATT2_MAXG * 256];
+                                          const int32_t *pos, int kvh, int s, bool two, int ring_after = 0x7fffffff) {
+	// (the ring's kernel: one query of 128)
+	__shared__ __align__(16) float qs[LD == 4 ? 128 : ATT2_MAXG * 256];
 	__shared__ float sm[ATT3_WARPS], sl[ATT3_WARPS];
 	__shared__ __align__(16) float sacc[ATT3_WARPS][MAXD2 * 64];
 	const int G = n_head / n_kv, S = ATT3_WARPS / G;
@@ -4192,10 +4402,13 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 
 	float m = -INFINITY, l = 0.f;
 	// ATT_LD8: head_dim 128 unstaged, eight lanes per key (acc in a4)
-	static_assert(LD == 0 || ((LD == 1 || LD == 2) && MAXD2 == 2 && !STG && !MK) ||
+	static_assert(LD == 0 || ((LD == 1 || LD == 2 || LD == 4) && MAXD2 == 2 && !STG && !MK) ||
 	                  (LD == 3 && MAXD2 == 1 && !STG && !MK),
-	              "LD8: head_dim 128, unstaged; MMA: head_dim 64, its own staging");
-	const bool ld8 = LD == 1 || LD == 2 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
+	              "LD8, ring: head_dim 128, unstaged; MMA: head_dim 64, its own staging");
+	// (the ring's accumulators are in ATT_LD8's form, a4)
+	const bool ld8 = LD == 1 || LD == 2 || LD == 4 || (MK && MAXD2 == 2 && !STG && att2_ld8(G, hd));
+	// LD 4 (ATT_RING): the ring; the persistent step takes its arithmetic past ring_after
+	const bool ring = LD == 4 || (MK && MAXD2 == 2 && !STG && att2_ring(G, hd) && n > ring_after);
 	// LD 3 (ATT_MMA): the tensor-core loop; the persistent step picks it at run time
 	const bool mma = LD == 3 || (MK && MAXD2 == 1 && att2_mma(G, hd));
 	float4 a4 = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -4250,6 +4463,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		}
 	};
 	constexpr bool MMA_CODE = LD == 3 || (MK && MAXD2 == 1);  // instantiations that may run it
+	constexpr bool RING_CODE = LD == 4 || (MK && MAXD2 == 2 && !STG);  // and the ring
 	if (MMA_CODE && mma) {
 		if constexpr (MMA_CODE) {
 			// ATT_MMA: the block's 16-key tiles, tile i to warp i % 8 (the same tiles
@@ -4347,6 +4561,95 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				}
 			}
 			if (threadIdx.x >= G && threadIdx.x < ATT3_WARPS) sm[threadIdx.x] = -INFINITY;
+		}
+	} else if (RING_CODE && ring) {
+		if constexpr (RING_CODE) {
+			// ATT_RING: stage st holds keys start + RK st.. (K rows, then V rows, 256
+			// bytes each, rows past end holding key end - 1); warp w takes its keys
+			// 4 J w..4 J w + 4 J - 1 (the persistent step: the same keys from global
+			// memory)
+			constexpr int RK = ATT_RING_KEYS, J = RK / (4 * ATT3_WARPS);
+			const int t = lane & 7, kq = lane >> 3;
+			float qv[16];
+			auto ldq = [&]() {
+#pragma unroll
+				for (int i = 0; i < 8; i++) {
+					qv[i] = qs[8 * t + i];
+					qv[8 + i] = qs[64 + 8 * t + i];
+				}
+			};
+			if constexpr (LD == 4) {
+				extern __shared__ __align__(16) unsigned char att_dsm[];
+				__half *R = (__half *)att_dsm;
+				const int nst = (end - start + RK - 1) / RK;
+				__shared__ __align__(8) uint64_t rbar[ATT_RING_ST];  // ATT_RING_TMA: stage slot i's copies landed
+				if constexpr (ATT_RING_TMA) {
+					if (threadIdx.x == 0) {
+#pragma unroll 1
+						for (int i = 0; i < ATT_RING_ST; i++) mbar_init(&rbar[i], 1);
+						mbar_fence_init();
+					}
+					__syncthreads();
+				}
+				auto issue = [&](int st) {
+					if constexpr (ATT_RING_TMA) {
+						// the stage's valid rows only (rows past end are masked and, for V, read as zeros)
+						if (threadIdx.x == 0 && st < nst) {
+							const int slot = st % ATT_RING_ST, k0 = start + st * RK;
+							__half *Kd = R + (size_t)slot * 2 * RK * 128;
+							const uint32_t bytes = (uint32_t)min(RK, end - k0) * 256;
+							fence_proxy_async();  // the slot's earlier reads (generic proxy) before the copy's writes
+							mbar_expect_tx(&rbar[slot], 2 * bytes);
+							bulk_g2s(Kd, kb + (size_t)k0 * 128, bytes, &rbar[slot]);
+							bulk_g2s(Kd + RK * 128, vb + (size_t)k0 * 128, bytes, &rbar[slot]);
+						}
+					} else if (st < nst) {
+						__half *Kd = R + (size_t)(st % ATT_RING_ST) * 2 * RK * 128, *Vd = Kd + RK * 128;
+						const int k0 = start + st * RK;
+						for (int idx = threadIdx.x; idx < RK * 16; idx += blockDim.x) {
+							const int rr = idx >> 4, c = idx & 15;
+							const size_t src = (size_t)min(k0 + rr, end - 1) * 128 + 8 * c;
+							mm2_cp16((uint32_t)__cvta_generic_to_shared(Kd + rr * 128 + 8 * c), kb + src, 16);
+							mm2_cp16((uint32_t)__cvta_generic_to_shared(Vd + rr * 128 + 8 * c), vb + src, 16);
+						}
+					}
+					if (!ATT_RING_TMA) mm2_commit();  // (empty past the last stage: one group per stage)
+				};
+#pragma unroll 1
+				for (int st = 0; st < ATT_RING_ST - 1; st++) issue(st);
+				load_q();
+#pragma unroll 1
+				for (int st = 0; st < nst; st++) {
+					if constexpr (ATT_RING_TMA) mbar_wait(&rbar[st % ATT_RING_ST], (st / ATT_RING_ST) & 1);
+					else mm2_wait<ATT_RING_ST - 2>();  // this thread's copies of stage st
+					__syncthreads();  // everyone's; and every warp is done with stage st - 1's slot
+					if (st == 0) ldq();
+					issue(st + ATT_RING_ST - 1);
+					const int base = start + st * RK + 4 * J * warp;
+					if (base < end) {
+						const __half *Kd = R + (size_t)(st % ATT_RING_ST) * 2 * RK * 128 + 4 * J * warp * 128,
+						             *Vd = Kd + RK * 128;
+						rg_keys<J>(
+						    qv, base, end, lane, m, l, a4,
+						    [&](int j, int i) { return *(const uint4 *)(Kd + (4 * j + kq) * 128 + 64 * i + 8 * t); },
+						    [&](int u) { return *(const uint2 *)(Vd + u * 128 + 4 * lane); });
+					}
+				}
+			} else {
+				load_q();
+				__syncthreads();
+				ldq();
+				for (int k0 = start; k0 < end; k0 += RK) {
+					const int base = k0 + 4 * J * warp;
+					if (base < end)
+						rg_keys<J>(
+						    qv, base, end, lane, m, l, a4,
+						    [&](int j, int i) {
+							    return *(const uint4 *)(kb + (size_t)min(base + 4 * j + kq, end - 1) * 128 + 64 * i + 8 * t);
+						    },
+						    [&](int u) { return *(const uint2 *)(vb + (size_t)min(base + u, end - 1) * 128 + 4 * lane); });
+				}
+			}
 		}
 	} else if (STG) {
 		// up to cap keys at a time (batches of 32 S keys): every thread copies
@@ -4458,6 +4761,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 		}
 	}
 	TRACE_ATT(tr_att1);
+	if constexpr (LD == 4)
+		if (ATT2_TRIGGER && ATT_RING_TRIGGER) pdl_trigger();
 	// merge the stripes of each head
 	if (!(MMA_CODE && mma)) {
 		if (lane == 0) {
@@ -4584,7 +4889,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// (one call: a second inlined copy of the combine made the kernel's code
 	// larger and its short contexts slower)
 	const bool grp = cgroup || pgroup;
-	att2_combine(grp ? gpart : part, out, kvh, G, hd, grp ? ng : nsplit, grp ? nact : ns);
+	// (the ring's kernel: little static shared memory beside its ring, see ATT_RING)
+	att2_combine<LD == 4 ? 64 : ATT_CF>(grp ? gpart : part, out, kvh, G, hd, grp ? ng : nsplit, grp ? nact : ns);
 }
 
 template <int MAXD2, bool STG, int CLU, int LD = 0>
@@ -4596,7 +4902,7 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, LD == 2 ? 1 : 2) k_attn3_spli
 #if SK_TRACE
 	if (threadIdx.x == 0) tr_att1 = tr_att2 = tr_k0;
 #endif
-	if (ATT2_TRIGGER) pdl_trigger();
+	if (ATT2_TRIGGER && LD != 4) pdl_trigger();  // (the ring: ATT_RING_TRIGGER)
 	att3_item<MAXD2, false, STG, CLU, LD>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos,
 	                                      blockIdx.x, blockIdx.y, CLU == 2);
 #if SK_TRACE
@@ -4625,13 +4931,13 @@ typedef void (*attn_fn)(const float *, const __half *, const __half *, float *, 
                         const int32_t *);
 // decode attention kernels: [CLU][head_dim <= 64 staged, <= 64, <= 128
 // staged, <= 128, <= 256, 128 (ATT_LD8), 128 (ATT_LD8, one block per SM),
-// 64 (ATT_MMA)]
-enum { ATT_COL_LD8 = 5, ATT_COL_LD8_1SM = 6, ATT_COL_MMA = 7 };
+// 64 (ATT_MMA), 128 (ATT_RING)]
+enum { ATT_COL_LD8 = 5, ATT_COL_LD8_1SM = 6, ATT_COL_MMA = 7, ATT_COL_RING = 8 };
 #define ATT_KERN(C)                                                                                              \
 	{k_attn3_split<1, true, C>, k_attn3_split<1, false, C>, k_attn3_split<2, true, C>, k_attn3_split<2, false, C>, \
 	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>, k_attn3_split<2, false, C, 2>,                      \
-	 k_attn3_split<1, false, C, 3>}
-static const attn_fn att_kern[3][8] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
+	 k_attn3_split<1, false, C, 3>, k_attn3_split<2, false, C, 4>}
+static const attn_fn att_kern[3][9] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
 #undef ATT_KERN
 
 // The launch of a decode attention grid in clusters of csize consecutive
@@ -4655,11 +4961,12 @@ static void att_cluster_cfg(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr, 
 // fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
 // 0). Some devices and partitions (MIG, smaller GPCs) cannot place one; the
 // context then runs the combine through L2 instead of failing the launch.
-// (The one-block-per-SM column never runs in clusters: att2_short_max.)
+// (The one-block-per-SM and ring columns never run in clusters: att2_short_max,
+// att2_ring_after.)
 static bool att_clusters_fit() {
 	for (int row = 1; row <= 2; row++)  // the clustered rows of att_kern
 		for (int col = 0; col < (int)(sizeof att_kern[row] / sizeof att_kern[row][0]); col++) {
-			if (col == ATT_COL_LD8_1SM) continue;
+			if (col == ATT_COL_LD8_1SM || col == ATT_COL_RING) continue;
 			const attn_fn k = att_kern[row][col];
 			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute attr;
@@ -4703,6 +5010,36 @@ static int att_fat_init(int optin) {
 	return 1;
 }
 
+static void dec_carve_max() {
+	for (gemv2_fn f : gemv2_kernels)
+		cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+	for (auto &row : att_kern)
+		for (attn_fn k : row)
+			cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+	cudaGetLastError();
+}
+
+// Whether the ring kernel (ATT_RING) may take its ATT_RING_BYTES of dynamic
+// shared memory with ATT2_PER_SM blocks per SM (att2_nsplit's one wave): its
+// limit set. Not on sm_120 (about 99 KB per block); the eight-lanes-per-key
+// kernel runs instead.
+static int att_ring_init(int optin) {
+	if (!ATT_RING) return 0;
+	const attn_fn k = att_kern[0][ATT_COL_RING];
+	cudaFuncAttributes fa;
+	int nb = 0;
+	if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.sharedSizeBytes + ATT_RING_BYTES > (size_t)optin ||
+	    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_RING_BYTES) != cudaSuccess ||
+	    cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+	        cudaSuccess ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ATT3_WARPS * 32, ATT_RING_BYTES) != cudaSuccess ||
+	    nb < ATT2_PER_SM) {
+		cudaGetLastError();
+		return 0;
+	}
+	return 1;
+}
+
 // The longest context whose decode attention takes one cluster of ATT_CLN
 // fat splits per kv head (ATT_MMA_FAT); 0 where that does not apply.
 static int att2_fat_max(const sk_ctx *ctx, int n_head, int n_kv, int hd) {
@@ -4716,7 +5053,17 @@ static int att2_short_max(const sk_ctx *ctx, int n_head, int n_kv, int hd) {
 	const int G = n_head / n_kv;
 	if (!ATT_LD8_1SM || G != 1 || !att2_ld8(G, hd) || att2_clu(ctx, G)) return 0;
 	if (ATT_LD8_1SM_ALL) return std::numeric_limits<int>::max();
+	if (ATT_RING_ALL && ctx->att_ring && att2_ring(G, hd)) return 0;
 	return att2_min(G) * std::max(1, ctx->sm_count / n_kv);
+}
+
+// The longest context whose decode attention does not run the ring kernel
+// (ATT_RING): the model's long-context graph (past att2_short_max) runs it;
+// INT_MAX where it does not apply.
+static int att2_ring_after(const sk_ctx *ctx, int n_head, int n_kv, int hd) {
+	const int G = n_head / n_kv;
+	if (!ctx->att_ring || !att2_ring(G, hd) || att2_clu(ctx, G)) return std::numeric_limits<int>::max();
+	return att2_short_max(ctx, n_head, n_kv, hd);
 }
 
 // two: contexts of more than ATT_CLN splits may come (see att2_long): the
@@ -4740,13 +5087,15 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
 	const bool one = !two && att2_short_max(ctx, n_head, n_kv, hd) > 0;
 	const bool mcol = md == 1 && att2_mma(G, hd);
+	// the ring (past att2_short_max: the long-context graph)
+	const bool rcol = two && !clu && att2_ring_after(ctx, n_head, n_kv, hd) != std::numeric_limits<int>::max();
 	const attn_fn k =
 	    att_kern[row][md == 1 ? (mcol ? ATT_COL_MMA : stg ? 0 : 1)
-	                  : md == 2 ? (stg ? 2 : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3)
+	                  : md == 2 ? (stg ? 2 : rcol ? ATT_COL_RING : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3)
 	                            : 4];
 	// the tensor-core kernel's staging (fat: one cluster of splits, see ATT_MMA_FAT)
 	const bool fat = mcol && nsplit <= ATT_CLN && att2_fat_max(ctx, n_head, n_kv, hd) > 0;
-	const size_t dyn = mcol ? (size_t)(fat ? ATT_MMA_FAT : ATT_MMA_THIN) * ATT_MMA_KEYB : 0;
+	const size_t dyn = mcol ? (size_t)(fat ? ATT_MMA_FAT : ATT_MMA_THIN) * ATT_MMA_KEYB : rcol ? ATT_RING_BYTES : 0;
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;
@@ -4822,6 +5171,7 @@ struct PStep {
 	int dim, n_head, n_kv, hd, max_ctx, nsplit;
 	int two;  // the attention combine is two-level (as the per-op step's clusters make it)
 	int fat_max;  // contexts up to this take min(ATT_CLN, nsplit) splits (att2_fat_max)
+	int ring_after;  // contexts past this take the ring's arithmetic (att2_ring_after)
 	float eps;
 };
 
@@ -4853,7 +5203,7 @@ __device__ __noinline__ void mk_attn(const PStep &P, const PLayer &L, int bid, i
 	const int ns = att2_ctx_nsplit(P.fat_max, min(*P.pos + 1, P.max_ctx), P.nsplit);
 	for (int it = bid; it < items; it += nb)
 		att3_item<MAXD2, true, false>(P.q, L.kc, L.vc, P.part, P.att, P.counter, P.n_head, P.n_kv, P.hd, P.max_ctx, ns,
-		                       P.pos, it % P.n_kv, it / P.n_kv, P.two != 0);
+		                       P.pos, it % P.n_kv, it / P.n_kv, P.two != 0, P.ring_after);
 }
 
 __device__ __noinline__ void mk_prefetch(const Mats &ms, int bid, int nb) { g2_prefetch<MK_WARPS>(ms, bid, nb, MK_PF); }
@@ -5684,6 +6034,7 @@ static int persist_setup(sk_model *m) {
 	S.nsplit = m->nsplit;
 	S.two = att2_two(ctx, c.n_head / c.n_kv_head);
 	S.fat_max = att2_fat_max(ctx, c.n_head, c.n_kv_head, c.head_dim);
+	S.ring_after = att2_ring_after(ctx, c.n_head, c.n_kv_head, c.head_dim);
 	S.eps = c.eps;
 	const persist_fn fn = persist_kernels[uniform == SK_Q8_0 ? 1 : 0][c.head_dim <= 64 ? 0 : 1];
 	smem = (smem + 15) & ~(size_t)15;
@@ -5936,6 +6287,8 @@ static bool att2_long(const sk_model *m, int pos) {
 	if (!m->att2) return false;
 	const int fmax = att2_fat_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim);
 	if (fmax > 0) return pos + 1 > fmax;
+	const int ra = att2_ring_after(m->ctx, c.n_head, c.n_kv_head, c.head_dim);
+	if (ra != std::numeric_limits<int>::max()) return pos + 1 > ra;
 	const int smax = att2_short_max(m->ctx, c.n_head, c.n_kv_head, c.head_dim);
 	if (smax > 0) return pos + 1 > smax;
 	return att2_two(m->ctx, G) && m->nsplit > ATT_CLN && pos + 1 > ATT_CLN * att2_min(G);

@@ -3,7 +3,8 @@
 // attention launch at TinyLlama's and Llama-2-7B's shapes (32 heads; 4 kv
 // heads at head_dim 64, 32 at 128) after 128, 1k, 4k and 16k tokens of
 // context: the median of 15 replays of a CUDA graph of 20 launches, per
-// launch, and the K/V bytes over that time. The kernels source is compiled in
+// launch, and the K/V bytes over that time; first, for scale, a plain read of
+// 16, 64 and 256 MiB timed the same way. The kernels source is compiled in
 // (its static functions are called directly), so any variant builds with -D:
 //   nvcc -O3 -std=c++17 -Ikernels -gencode arch=compute_90,code=sm_90 -o /tmp/attn-probe scripts/attn-probe.cu \
 //        -DKSRC='"'$PWD/kernels/sparkinfer_kernels.cu'"' [-DATT_LD8=0 ...]
@@ -25,7 +26,7 @@ static void ck(cudaError_t e, const char *what) {
 
 static void clusters_report() {
 	// the columns of att_kern
-	const char *names[] = {"hd64stg", "hd64", "hd128stg", "hd128", "hd256", "hd128ld8", "hd128ld8x1", "hd64mma"};
+	const char *names[] = {"hd64stg", "hd64", "hd128stg", "hd128", "hd256", "hd128ld8", "hd128ld8x1", "hd64mma", "hd128ring"};
 	static_assert(sizeof names / sizeof names[0] == sizeof att_kern[0] / sizeof att_kern[0][0], "att_kern columns");
 	for (int row = 1; row <= 2; row++)
 		for (int col = 0; col < (int)(sizeof names / sizeof names[0]); col++)
@@ -111,6 +112,51 @@ static void time_att(sk_ctx *ctx, const char *name, int n_head, int n_kv, int hd
 	cudaFree(K), cudaFree(V), cudaFree(Q), cudaFree(O), cudaFree(P);
 }
 
+// The read bandwidth ceiling: one launch reading n bytes (16 per thread per
+// iteration, a grid of 4 blocks of 256 threads per SM), the median of 15
+// replays of a graph of 20 launches, as time_att times the attention.
+__global__ void k_read(const uint4 *p, size_t n16, unsigned *sink) {
+	uint32_t acc = 0;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
+		const uint4 v = __ldcs(p + i);
+		acc ^= v.x ^ v.y ^ v.z ^ v.w;
+	}
+	if (acc == 0x9e3779b9u) *sink = acc;  // (keeps the loads)
+}
+static void time_read(sk_ctx *ctx, size_t bytes) {
+	void *buf, *sink;
+	ck(cudaMalloc(&buf, bytes), "cudaMalloc read");
+	ck(cudaMalloc(&sink, 4), "cudaMalloc sink");
+	ck(cudaMemset(buf, 1, bytes), "memset read");
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	ck(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal), "capture");
+	for (int i = 0; i < 20; i++)
+		k_read<<<4 * ctx->sm_count, 256, 0, ctx->stream>>>((const uint4 *)buf, bytes / 16, (unsigned *)sink);
+	ck(cudaStreamEndCapture(ctx->stream, &g), "end capture");
+	ck(cudaGraphInstantiateWithFlags(&ge, g, 0), "instantiate");
+	cudaEvent_t a, b;
+	cudaEventCreate(&a);
+	cudaEventCreate(&b);
+	std::vector<float> ts;
+	for (int r = 0; r < 15; r++) {
+		ck(cudaEventRecord(a, ctx->stream), "event");
+		ck(cudaGraphLaunch(ge, ctx->stream), "graph launch");
+		ck(cudaEventRecord(b, ctx->stream), "event");
+		ck(cudaEventSynchronize(b), "replay");
+		float ms;
+		ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
+		ts.push_back(ms * 1000.f / 20);
+	}
+	std::sort(ts.begin(), ts.end());
+	printf("read   %.2f MB: %.2f us per launch = %.2f TB/s\n", bytes / 1e6, ts[ts.size() / 2],
+	       bytes / (ts[ts.size() / 2] * 1e-6) / 1e12);
+	cudaEventDestroy(a), cudaEventDestroy(b);
+	cudaGraphExecDestroy(ge);
+	cudaGraphDestroy(g);
+	cudaFree(buf), cudaFree(sink);
+}
+
 int main(int argc, char **argv) {
 	if (argc != 1 && argc != 3) {
 		fprintf(stderr, "usage: attn-probe [tiny|7b POSITION (0..16383)]\n");
@@ -134,7 +180,8 @@ int main(int argc, char **argv) {
 		sk_destroy(ctx);
 		return 0;
 	}
-	printf("sm_count %d clusters %d\n", ctx->sm_count, ctx->clusters);
+	printf("sm_count %d clusters %d att_fat %d att_ring %d\n", ctx->sm_count, ctx->clusters, ctx->att_fat, ctx->att_ring);
+	for (size_t mb : {16, 64, 256}) time_read(ctx, mb << 20);
 	clusters_report();
 	for (int pos : {127, 1023, 4095, 16383}) {
 		time_att(ctx, "tiny", 32, 4, 64, 16384 + 256, pos);

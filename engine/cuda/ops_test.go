@@ -441,10 +441,14 @@ var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
 	{16, 1, 64, 100, 77},
 	// head_dim 128 without staging (eight lanes per key): 7B's shape at 4k, a
 	// last split with a partial 32-key batch, one split of 38 keys; on an H200
-	// the first runs the kernel of two blocks per SM (its context can exceed
+	// the first runs the long-context kernel (its context can exceed
 	// att2_short_max), the others the one of one block per SM (ATT_LD8_1SM),
 	// the last at 7B's shape with every split of the largest short context
 	{32, 32, 128, 4352, 4095}, {8, 8, 128, 700, 650}, {4, 4, 128, 300, 37}, {32, 32, 128, 1024, 1023},
+	// head_dim 128 past att2_short_max on an H200 (ATT_RING, the first case
+	// above too): six splits, the last with a partial stage whose last warps
+	// have no keys; one split of 201 keys (64 kv heads)
+	{32, 32, 128, 2000, 1500}, {64, 64, 128, 1200, 200},
 	// head_dim 64 on the tensor cores (2..8 heads per kv head): 4 and 2 heads
 	// per kv head (stripes left empty), 6 (rows of the A operand past the
 	// group), a context of one partial 16-key tile, one past a staging round

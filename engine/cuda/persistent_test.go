@@ -31,27 +31,32 @@ func TestDecodePersistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		typ   string
-		shape synth.Shape
+		typ    string
+		shape  synth.Shape
+		prompt int // tokens (0: 490)
 	}{
 		// head_dim 32 (one 64-wide slot), 4 heads per kv head
-		{"Q8_0", synth.Shape{Dim: 256, Layers: 3, FFN: 768, Heads: 8, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		{"Q8_0", synth.Shape{Dim: 256, Layers: 3, FFN: 768, Heads: 8, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}, 0},
 		// head_dim 128, 2 heads per kv head, mixed Q4_K / Q6_K weights
-		{"Q4_K_M", synth.Shape{Dim: 512, Layers: 2, FFN: 1280, Heads: 4, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		{"Q4_K_M", synth.Shape{Dim: 512, Layers: 2, FFN: 1280, Heads: 4, KVHeads: 2, Vocab: 1000, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}, 0},
 		// head_dim 128 without GQA: the per-op step's eight-lanes-per-key
 		// attention kernel against the persistent step's copy of its loop
-		{"Q8_0", synth.Shape{Dim: 256, Layers: 2, FFN: 512, Heads: 2, KVHeads: 2, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		{"Q8_0", synth.Shape{Dim: 256, Layers: 2, FFN: 512, Heads: 2, KVHeads: 2, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}, 0},
 		// head_dim 128, 8 heads per kv head: the kernel-per-op step stages the
 		// keys (one lane per key), so the persistent step must not take the
 		// eight-lanes-per-key loop there
-		{"Q8_0", synth.Shape{Dim: 1024, Layers: 2, FFN: 1536, Heads: 8, KVHeads: 1, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		{"Q8_0", synth.Shape{Dim: 1024, Layers: 2, FFN: 1536, Heads: 8, KVHeads: 1, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}, 0},
 		// head_dim 64 without GQA, odd FFN row count per pair layout
-		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 4, Vocab: 777, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 4, Vocab: 777, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}, 0},
 		// head_dim 64 with 8 and 2 heads per kv head: the tensor-core attention
 		// (ATT_MMA), its fragments loaded from shared memory by ldmatrix in the
 		// kernel-per-op step and from global memory in the persistent step
-		{"Q8_0", synth.Shape{Dim: 512, Layers: 2, FFN: 1024, Heads: 8, KVHeads: 1, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
-		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 2, Vocab: 600, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}},
+		{"Q8_0", synth.Shape{Dim: 512, Layers: 2, FFN: 1024, Heads: 8, KVHeads: 1, Vocab: 500, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}, 0},
+		{"Q4_K_M", synth.Shape{Dim: 256, Layers: 2, FFN: 768, Heads: 4, KVHeads: 2, Vocab: 600, Ctx: 1024, RopeBase: 10000, NormEps: 1e-5}, 0},
+		// head_dim 128 without GQA at 7B's 32 kv heads, past att2_short_max
+		// (1,024 tokens on an H200): the per-op step's ring kernel (ATT_RING)
+		// against the persistent step's copy of its arithmetic (rg_keys)
+		{"Q8_0", synth.Shape{Dim: 4096, Layers: 1, FFN: 256, Heads: 32, KVHeads: 32, Vocab: 500, Ctx: 1100, RopeBase: 10000, NormEps: 1e-5}, 1030},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/dim%d/h%d/kv%d", c.typ, c.shape.Dim, c.shape.Heads, c.shape.KVHeads), func(t *testing.T) {
@@ -67,7 +72,11 @@ func TestDecodePersistent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			prompt := make([]int, 490)
+			np := c.prompt
+			if np == 0 {
+				np = 490
+			}
+			prompt := make([]int, np)
 			for i := range prompt {
 				prompt[i] = (i*37 + 5) % c.shape.Vocab
 			}
