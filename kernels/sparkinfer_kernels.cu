@@ -4112,8 +4112,9 @@ __device__ __forceinline__ void ld8_pv(float p, const uint2 (&v8)[N], int u0, fl
 // group kq (lane 8 kq + t) holding dimensions 8t..8t+7 and 64+8t..64+8t+7 of
 // keys base + 4j + kq, j < J (qv: the pre-scaled query's same dimensions).
 // kld(j, i): the lane's 16 bytes i of key base + 4j + kq; vld(u): dimensions
-// 4 lane..4 lane+3 of V row base + u. Rows at or past end are masked (they
-// must hold finite values).
+// 4 lane..4 lane+3 of V row base + u. Keys at or past end are masked, whatever
+// their rows hold: their scores are -inf and their V rows are read as zeros
+// (the kernel's bulk copies leave those rows unset).
 template <int J, class KL, class VL>
 __device__ __forceinline__ void rg_keys(const float (&qv)[16], int base, int end, int lane, float &m, float &l,
                                         float4 &a4, KL kld, VL vld) {
@@ -4168,7 +4169,6 @@ __device__ __forceinline__ void rg_keys(const float (&qv)[16], int base, int end
 #pragma unroll
 	for (int u = 0; u < 4 * J; u++) {
 		const float pj = __shfl_sync(0xffffffffu, p, 8 * (u & 3) + 4 * (u >> 2));  // key base + u; 0 past end
-		// (rows past end as zeros: the kernel's bulk copies leave them unset)
 		const uint2 v = base + u < end ? vld(u) : make_uint2(0u, 0u);
 		const __half2 *v2 = (const __half2 *)&v;
 		const float2 f0 = __half22float2(v2[0]), f1 = __half22float2(v2[1]);
@@ -4565,9 +4565,9 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	} else if (RING_CODE && ring) {
 		if constexpr (RING_CODE) {
 			// ATT_RING: stage st holds keys start + RK st.. (K rows, then V rows, 256
-			// bytes each, rows past end holding key end - 1); warp w takes its keys
-			// 4 J w..4 J w + 4 J - 1 (the persistent step: the same keys from global
-			// memory)
+			// bytes each; rows past end unset with bulk copies, key end - 1's with
+			// cp.async); warp w takes its keys 4 J w..4 J w + 4 J - 1 of each stage
+			// (the persistent step: the same keys from global memory)
 			constexpr int RK = ATT_RING_KEYS, J = RK / (4 * ATT3_WARPS);
 			const int t = lane & 7, kq = lane >> 3;
 			float qv[16];
@@ -5021,8 +5021,8 @@ static void dec_carve_max() {
 
 // Whether the ring kernel (ATT_RING) may take its ATT_RING_BYTES of dynamic
 // shared memory with ATT2_PER_SM blocks per SM (att2_nsplit's one wave): its
-// limit set. Not on sm_120 (about 99 KB per block); the eight-lanes-per-key
-// kernel runs instead.
+// limit set. Not on sm_120 (about 100 KB of shared memory per SM: one such
+// block); the eight-lanes-per-key kernel runs instead.
 static int att_ring_init(int optin) {
 	if (!ATT_RING) return 0;
 	const attn_fn k = att_kern[0][ATT_COL_RING];
