@@ -42,6 +42,26 @@ static void clusters_report() {
 			}
 }
 
+// us per launch of 15 replays of a graph of 20 launches, sorted
+static std::vector<float> replay_times(sk_ctx *ctx, cudaGraphExec_t ge) {
+	cudaEvent_t a, b;
+	cudaEventCreate(&a);
+	cudaEventCreate(&b);
+	std::vector<float> ts;
+	for (int r = 0; r < 15; r++) {
+		ck(cudaEventRecord(a, ctx->stream), "event");
+		ck(cudaGraphLaunch(ge, ctx->stream), "graph launch");
+		ck(cudaEventRecord(b, ctx->stream), "event");
+		ck(cudaEventSynchronize(b), "replay");
+		float ms;
+		ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
+		ts.push_back(ms * 1000.f / 20);
+	}
+	std::sort(ts.begin(), ts.end());
+	cudaEventDestroy(a), cudaEventDestroy(b);
+	return ts;
+}
+
 // time decode attention for one shape at one position: median of reps of a
 // graph of 20 launches
 static void time_att(sk_ctx *ctx, const char *name, int n_head, int n_kv, int hd, int max_ctx, int pos) {
@@ -88,25 +108,11 @@ static void time_att(sk_ctx *ctx, const char *name, int n_head, int n_kv, int hd
 		}
 	ck(cudaStreamEndCapture(ctx->stream, &g), "end capture");
 	ck(cudaGraphInstantiateWithFlags(&ge, g, 0), "instantiate");
-	cudaEvent_t a, b;
-	cudaEventCreate(&a);
-	cudaEventCreate(&b);
-	std::vector<float> ts;
-	for (int r = 0; r < 15; r++) {
-		ck(cudaEventRecord(a, ctx->stream), "event");
-		ck(cudaGraphLaunch(ge, ctx->stream), "graph launch");
-		ck(cudaEventRecord(b, ctx->stream), "event");
-		ck(cudaEventSynchronize(b), "replay");
-		float ms;
-		ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
-		ts.push_back(ms * 1000.f / 20);
-	}
-	std::sort(ts.begin(), ts.end());
+	const std::vector<float> ts = replay_times(ctx, ge);
 	const int n = pos + 1;
 	const double bytes = 2.0 * n_kv * n * hd * 2;
 	printf("%-6s pos %5d splits %3d: %.2f us per launch (min %.2f), K+V %.2f MB = %.2f TB/s\n", name, pos, ns,
 	       ts[ts.size() / 2], ts[0], bytes / 1e6, bytes / (ts[ts.size() / 2] * 1e-6) / 1e12);
-	cudaEventDestroy(a), cudaEventDestroy(b);
 	cudaGraphExecDestroy(ge);
 	cudaGraphDestroy(g);
 	cudaFree(K), cudaFree(V), cudaFree(Q), cudaFree(O), cudaFree(P);
@@ -135,23 +141,9 @@ static void time_read(sk_ctx *ctx, size_t bytes) {
 		k_read<<<4 * ctx->sm_count, 256, 0, ctx->stream>>>((const uint4 *)buf, bytes / 16, (unsigned *)sink);
 	ck(cudaStreamEndCapture(ctx->stream, &g), "end capture");
 	ck(cudaGraphInstantiateWithFlags(&ge, g, 0), "instantiate");
-	cudaEvent_t a, b;
-	cudaEventCreate(&a);
-	cudaEventCreate(&b);
-	std::vector<float> ts;
-	for (int r = 0; r < 15; r++) {
-		ck(cudaEventRecord(a, ctx->stream), "event");
-		ck(cudaGraphLaunch(ge, ctx->stream), "graph launch");
-		ck(cudaEventRecord(b, ctx->stream), "event");
-		ck(cudaEventSynchronize(b), "replay");
-		float ms;
-		ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
-		ts.push_back(ms * 1000.f / 20);
-	}
-	std::sort(ts.begin(), ts.end());
+	const std::vector<float> ts = replay_times(ctx, ge);
 	printf("read   %.2f MB: %.2f us per launch = %.2f TB/s\n", bytes / 1e6, ts[ts.size() / 2],
 	       bytes / (ts[ts.size() / 2] * 1e-6) / 1e12);
-	cudaEventDestroy(a), cudaEventDestroy(b);
 	cudaGraphExecDestroy(ge);
 	cudaGraphDestroy(g);
 	cudaFree(buf), cudaFree(sink);
