@@ -108,15 +108,6 @@ extern "C" int sk_abi_version(void) { return SK_ABI_VERSION; }
 static bool att_clusters_fit();
 static int att_fat_init(int optin);
 static int att_ring_init(int optin);
-// 1: the decode step's GEMV and attention kernels all prefer the largest
-// shared memory carveout (A/B: whether switching carveouts between kernels
-// costs). It lost 11% at 128 tokens of context (7B Q4_K_M 405.8 against
-// 458.1 tok/s; TinyLlama Q4_K_M 1,235.2 against 1,250.7): the GEMVs want
-// their L1.
-#ifndef DEC_CARVE_MAX
-#define DEC_CARVE_MAX 0
-#endif
-static void dec_carve_max();
 
 extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	int n = 0;
@@ -194,7 +185,6 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	                  : 0;
 	c->att_fat = att_fat_init(optin);
 	c->att_ring = att_ring_init(optin);
-	if (DEC_CARVE_MAX) dec_carve_max();
 	return c;
 }
 
@@ -4017,6 +4007,36 @@ struct Att2GlbSrc {  // split j0 + j: its partial in global memory
 
 // ATT_LD8's arithmetic, shared by the decode kernel and the persistent step,
 // so that both give the same bits.
+// The dot of 8 query values (q0, q1) with 8 f16 key values, in explicit
+// roundings (as the compiler contracted the sum of products before): the
+// same bits in every kernel that runs it (ATT_LD8 and ATT_RING).
+__device__ __forceinline__ float dot8_rn(float4 q0, float4 q1, const uint4 &kv) {
+	const __half2 *k2 = (const __half2 *)&kv;
+	const float2 f0 = __half22float2(k2[0]), f1 = __half22float2(k2[1]), f2 = __half22float2(k2[2]),
+	             f3 = __half22float2(k2[3]);
+	float e = __fmul_rn(q0.x, f0.x);
+	e = __fmaf_rn(q0.y, f0.y, e);
+	e = __fmaf_rn(q0.z, f1.x, e);
+	e = __fmaf_rn(q0.w, f1.y, e);
+	e = __fmaf_rn(q1.x, f2.x, e);
+	e = __fmaf_rn(q1.y, f2.y, e);
+	e = __fmaf_rn(q1.z, f3.x, e);
+	return __fmaf_rn(q1.w, f3.y, e);
+}
+// a4 *= corr, and a4 += pj x (4 f16 values of v), each rounded (never fused
+// across the two)
+__device__ __forceinline__ void scale4_rn(float4 &a4, float corr) {
+	a4.x = __fmul_rn(a4.x, corr), a4.y = __fmul_rn(a4.y, corr), a4.z = __fmul_rn(a4.z, corr),
+	a4.w = __fmul_rn(a4.w, corr);
+}
+__device__ __forceinline__ void pv4_rn(float pj, const uint2 &v, float4 &a4) {
+	const __half2 *v2 = (const __half2 *)&v;
+	const float2 f0 = __half22float2(v2[0]), f1 = __half22float2(v2[1]);
+	a4.x = __fmaf_rn(pj, f0.x, a4.x);
+	a4.y = __fmaf_rn(pj, f0.y, a4.y);
+	a4.z = __fmaf_rn(pj, f1.x, a4.z);
+	a4.w = __fmaf_rn(pj, f1.y, a4.w);
+}
 // The partial dots of a 32-key batch: lane t of key group kq, pd[j] over its
 // 16 dimensions of key 4j + kq (qg: the pre-scaled query in shared memory).
 __device__ __forceinline__ void ld8_dots(const uint4 (&k8)[8][2], const float *qg, int t, float (&pd)[8]) {
@@ -4024,23 +4044,8 @@ __device__ __forceinline__ void ld8_dots(const uint4 (&k8)[8][2], const float *q
 	for (int j = 0; j < 8; j++) {
 		float d = 0.f;
 #pragma unroll
-		for (int i = 0; i < 2; i++) {
-			const __half2 *k2 = (const __half2 *)&k8[j][i];
-			const float4 q0 = lds4v(qg + 64 * i + 8 * t), q1 = lds4v(qg + 64 * i + 8 * t + 4);
-			const float2 f0 = __half22float2(k2[0]), f1 = __half22float2(k2[1]), f2 = __half22float2(k2[2]),
-			             f3 = __half22float2(k2[3]);
-			// in explicit roundings (as the compiler contracted the sum of products
-			// before): the same bits in every kernel that runs it
-			float e = __fmul_rn(q0.x, f0.x);
-			e = __fmaf_rn(q0.y, f0.y, e);
-			e = __fmaf_rn(q0.z, f1.x, e);
-			e = __fmaf_rn(q0.w, f1.y, e);
-			e = __fmaf_rn(q1.x, f2.x, e);
-			e = __fmaf_rn(q1.y, f2.y, e);
-			e = __fmaf_rn(q1.z, f3.x, e);
-			e = __fmaf_rn(q1.w, f3.y, e);
-			d = __fadd_rn(d, e);
-		}
+		for (int i = 0; i < 2; i++)
+			d = __fadd_rn(d, dot8_rn(lds4v(qg + 64 * i + 8 * t), lds4v(qg + 64 * i + 8 * t + 4), k8[j][i]));
 		pd[j] = d;
 	}
 }
@@ -4076,8 +4081,7 @@ __device__ __forceinline__ float ld8_softmax(const float (&pd)[8], int k0, int e
 	m = mn;
 	// a rounded product (__fmul_rn is never fused): the next PV step's add
 	// must not be contracted with it in one kernel and not in another
-	a4.x = __fmul_rn(a4.x, corr), a4.y = __fmul_rn(a4.y, corr), a4.z = __fmul_rn(a4.z, corr),
-	a4.w = __fmul_rn(a4.w, corr);
+	scale4_rn(a4, corr);
 	return p;
 }
 
@@ -4096,13 +4100,7 @@ template <int N>
 __device__ __forceinline__ void ld8_pv(float p, const uint2 (&v8)[N], int u0, float4 &a4) {
 #pragma unroll
 	for (int u = 0; u < N; u++) {
-		const float pj = __shfl_sync(0xffffffffu, p, u0 + u);  // 0 past end
-		const __half2 *v2 = (const __half2 *)&v8[u];
-		const float2 f0 = __half22float2(v2[0]), f1 = __half22float2(v2[1]);
-		a4.x = __fmaf_rn(pj, f0.x, a4.x);
-		a4.y = __fmaf_rn(pj, f0.y, a4.y);
-		a4.z = __fmaf_rn(pj, f1.x, a4.z);
-		a4.w = __fmaf_rn(pj, f1.y, a4.w);
+		pv4_rn(__shfl_sync(0xffffffffu, p, u0 + u), v8[u], a4);  // (0 past end)
 	}
 }
 
@@ -4123,25 +4121,8 @@ __device__ __forceinline__ void rg_keys(const float (&qv)[16], int base, int end
 	float pd[J];
 #pragma unroll
 	for (int j = 0; j < J; j++) {
-		float d = 0.f;
-#pragma unroll
-		for (int i = 0; i < 2; i++) {
-			const uint4 kv = kld(j, i);
-			const __half2 *k2 = (const __half2 *)&kv;
-			const float *qq = qv + 8 * i;
-			const float2 f0 = __half22float2(k2[0]), f1 = __half22float2(k2[1]), f2 = __half22float2(k2[2]),
-			             f3 = __half22float2(k2[3]);
-			float e = __fmul_rn(qq[0], f0.x);
-			e = __fmaf_rn(qq[1], f0.y, e);
-			e = __fmaf_rn(qq[2], f1.x, e);
-			e = __fmaf_rn(qq[3], f1.y, e);
-			e = __fmaf_rn(qq[4], f2.x, e);
-			e = __fmaf_rn(qq[5], f2.y, e);
-			e = __fmaf_rn(qq[6], f3.x, e);
-			e = __fmaf_rn(qq[7], f3.y, e);
-			d = i == 0 ? e : __fadd_rn(d, e);
-		}
-		pd[j] = d;
+		auto q4 = [&](int c) { return make_float4(qv[4 * c], qv[4 * c + 1], qv[4 * c + 2], qv[4 * c + 3]); };
+		pd[j] = __fadd_rn(dot8_rn(q4(0), q4(1), kld(j, 0)), dot8_rn(q4(2), q4(3), kld(j, 1)));
 	}
 	// the dots summed over the key group's 8 lanes: with J = 2 the xor-4 step
 	// also scatters (lanes t >= 4 keep key 4 + kq), so lane t ends with the dot
@@ -4164,19 +4145,11 @@ __device__ __forceinline__ void rg_keys(const float (&qv)[16], int base, int end
 	const bool first = J == 2 ? (t & 3) == 0 : t == 0;
 	l = __fadd_rn(__fmul_rn(l, corr), warp_sum(first ? p : 0.f));
 	m = mn;
-	a4.x = __fmul_rn(a4.x, corr), a4.y = __fmul_rn(a4.y, corr), a4.z = __fmul_rn(a4.z, corr),
-	a4.w = __fmul_rn(a4.w, corr);
+	scale4_rn(a4, corr);
 #pragma unroll
-	for (int u = 0; u < 4 * J; u++) {
-		const float pj = __shfl_sync(0xffffffffu, p, 8 * (u & 3) + 4 * (u >> 2));  // key base + u; 0 past end
-		const uint2 v = base + u < end ? vld(u) : make_uint2(0u, 0u);
-		const __half2 *v2 = (const __half2 *)&v;
-		const float2 f0 = __half22float2(v2[0]), f1 = __half22float2(v2[1]);
-		a4.x = __fmaf_rn(pj, f0.x, a4.x);
-		a4.y = __fmaf_rn(pj, f0.y, a4.y);
-		a4.z = __fmaf_rn(pj, f1.x, a4.z);
-		a4.w = __fmaf_rn(pj, f1.y, a4.w);
-	}
+	for (int u = 0; u < 4 * J; u++)  // key base + u (p 0 past end)
+		pv4_rn(__shfl_sync(0xffffffffu, p, 8 * (u & 3) + 4 * (u >> 2)),
+		       base + u < end ? vld(u) : make_uint2(0u, 0u), a4);
 }
 
 // ATT_MMA's arithmetic (decode attention on the tensor cores, head_dim 64),
@@ -4609,8 +4582,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 						for (int idx = threadIdx.x; idx < RK * 16; idx += blockDim.x) {
 							const int rr = idx >> 4, c = idx & 15;
 							const size_t src = (size_t)min(k0 + rr, end - 1) * 128 + 8 * c;
-							mm2_cp16((uint32_t)__cvta_generic_to_shared(Kd + rr * 128 + 8 * c), kb + src, 16);
-							mm2_cp16((uint32_t)__cvta_generic_to_shared(Vd + rr * 128 + 8 * c), vb + src, 16);
+							mm2_cp16(smem_u32(Kd + rr * 128 + 8 * c), kb + src, 16);
+							mm2_cp16(smem_u32(Vd + rr * 128 + 8 * c), vb + src, 16);
 						}
 					}
 					if (!ATT_RING_TMA) mm2_commit();  // (empty past the last stage: one group per stage)
@@ -4957,6 +4930,20 @@ static void att_cluster_cfg(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr, 
 	cfg.numAttrs = 1;
 }
 
+// whether one cluster of ATT_CLN blocks of k, each with dyn bytes of dynamic
+// shared memory, fits
+static bool att_cluster_fits(attn_fn k, size_t dyn) {
+	cudaLaunchConfig_t cfg;
+	cudaLaunchAttribute attr;
+	att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
+	cfg.dynamicSmemBytes = dyn;
+	int n = 0;
+	if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
+		cudaGetLastError();  // not sticky: clear it for the context's later checks
+		return false;
+	}
+	return true;
+}
 // Whether a cluster of ATT_CLN blocks of every clustered attention kernel
 // fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
 // 0). Some devices and partitions (MIG, smaller GPCs) cannot place one; the
@@ -4967,16 +4954,21 @@ static bool att_clusters_fit() {
 	for (int row = 1; row <= 2; row++)  // the clustered rows of att_kern
 		for (int col = 0; col < (int)(sizeof att_kern[row] / sizeof att_kern[row][0]); col++) {
 			if (col == ATT_COL_LD8_1SM || col == ATT_COL_RING) continue;
-			const attn_fn k = att_kern[row][col];
-			cudaLaunchConfig_t cfg;
-			cudaLaunchAttribute attr;
-			att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
-			int n = 0;
-			if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
-				cudaGetLastError();  // not sticky: clear it for the context's later checks
-				return false;
-			}
+			if (!att_cluster_fits(att_kern[row][col], 0)) return false;
 		}
+	return true;
+}
+
+// Whether attention kernel k may take dyn bytes of dynamic shared memory
+// beside its static shared memory within the device's opt-in limit: its
+// limit raised to dyn (errors cleared: they are not sticky).
+static bool att_dyn_smem(attn_fn k, size_t dyn, int optin) {
+	cudaFuncAttributes fa;
+	if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.sharedSizeBytes + dyn > (size_t)optin ||
+	    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) != cudaSuccess) {
+		cudaGetLastError();
+		return false;
+	}
 	return true;
 }
 
@@ -4988,35 +4980,13 @@ static int att_fat_init(int optin) {
 	const size_t dyn = (size_t)ATT_MMA_FAT * ATT_MMA_KEYB;
 	for (int row = 0; row < 3; row++) {
 		const attn_fn k = att_kern[row][ATT_COL_MMA];
-		cudaFuncAttributes fa;
-		if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.sharedSizeBytes + dyn > (size_t)optin ||
-		    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) != cudaSuccess) {
-			cudaGetLastError();
-			return 0;
-		}
+		if (!att_dyn_smem(k, dyn, optin)) return 0;
 		if (row == 0) continue;
 		// the clustered kernels: a cluster of ATT_CLN fat blocks (one per SM) must
 		// fit one GPC (as att_clusters_fit checks for the thin ones)
-		cudaLaunchConfig_t cfg;
-		cudaLaunchAttribute attr;
-		att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
-		cfg.dynamicSmemBytes = dyn;
-		int n = 0;
-		if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
-			cudaGetLastError();
-			return 0;
-		}
+		if (!att_cluster_fits(k, dyn)) return 0;
 	}
 	return 1;
-}
-
-static void dec_carve_max() {
-	for (gemv2_fn f : gemv2_kernels)
-		cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-	for (auto &row : att_kern)
-		for (attn_fn k : row)
-			cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-	cudaGetLastError();
 }
 
 // Whether the ring kernel (ATT_RING) may take its ATT_RING_BYTES of dynamic
@@ -5026,11 +4996,9 @@ static void dec_carve_max() {
 static int att_ring_init(int optin) {
 	if (!ATT_RING) return 0;
 	const attn_fn k = att_kern[0][ATT_COL_RING];
-	cudaFuncAttributes fa;
 	int nb = 0;
-	if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.sharedSizeBytes + ATT_RING_BYTES > (size_t)optin ||
-	    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_RING_BYTES) != cudaSuccess ||
-	    cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+	if (!att_dyn_smem(k, ATT_RING_BYTES, optin)) return 0;
+	if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
 	        cudaSuccess ||
 	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ATT3_WARPS * 32, ATT_RING_BYTES) != cudaSuccess ||
 	    nb < ATT2_PER_SM) {
