@@ -2450,13 +2450,33 @@ static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>,          k_gemv2<SK_Q8_0>,
 // With G2_PIPE the quantized kernels pipeline their loads (see G2Raw): Q8_0
 // with 2 pieces per item up to 2,048 columns and 4 beyond (A/B: TinyLlama
 // Q8_0 1,185 / 908 with 2 against 1,136 / 884 with 4), the K-quants when a
-// row is one item (2,048 columns or fewer).
-static gemv2_fn gemv2_pick(int nmat, const sk_matrix *const *W, bool swiglu) {
+// row is one item (2,048 columns or fewer) and when few is set (the GEMV
+// has at most one row pair per warp of a wave) and a row takes dot2_row more
+// than one round of loads (16 super-blocks per lane group: more than 4,096
+// columns) and at most G2_KP_FEW columns. Such a warp has no second pair
+// whose loads could overlap its products, so dot2_row's rounds ran back to
+// back: TinyLlama's down GEMV (2,048 rows of 5,632 columns, Q4_K or Q6_K) on
+// 1,024 warps. A/B on the H200 (decode tok/s at 128 / 4k tokens of context):
+// - every few-pair GEMV up to 8,192 columns (3 runs, two rounds, one machine
+//   start): TinyLlama Q4_K_M 1,287.5 / 1,176.6 and 1,293.3 / 1,176.1 against
+//   1,229.3 / 1,124.8 and 1,248.5 / 1,140.7; 7B Q4_K_M, whose O GEMV (4,096 x
+//   4,096, two items: one round of dot2_row) then changed too, 450.5 / 343.3
+//   and 450.2 / 343.7 against 456.5 / 359.8 and 456.3 / 360.5, hence the lower
+//   bound; the Q8_0 models do not use it;
+// - without the upper bound 7B Q4_K_M's down GEMV (4,096 x 11,008, 43
+//   super-blocks) ran it too (5 runs, three rounds): 452.7 / 356.1, 451.7 /
+//   355.8, 450.2 / 355.4 against 458.6 / 360.9, 456.5 / 361.0, 458.1 / 360.2
+//   with the bound of 8,192.
+#ifndef G2_KP_FEW
+#define G2_KP_FEW 8192  // the longest such rows (0: never)
+#endif
+static gemv2_fn gemv2_pick(int nmat, const sk_matrix *const *W, bool swiglu, bool few) {
 	int u = W[0]->type;
 	for (int i = 1; i < nmat; i++)
 		if (W[i]->type != u) u = -1;
 	const int cols = W[0]->cols;
-	const bool kp = G2_PIPE && cols <= g2_item_cols<SK_Q4_K, 1>();
+	constexpr int round_cols = 8 * (Q4_U > Q6_U ? Q4_U : Q6_U) * 256;  // one round of dot2_q4_k / dot2_q6_k
+	const bool kp = G2_PIPE && (cols <= g2_item_cols<SK_Q4_K, 1>() || (few && cols > round_cols && cols <= G2_KP_FEW));
 	switch (u) {
 	case SK_Q8_0: return G2_PIPE ? gemv2_kernels[cols <= 2048 ? 5 : 6] : gemv2_kernels[1];
 	case SK_Q4_K: return gemv2_kernels[kp ? 7 : 2];
@@ -2553,8 +2573,9 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 		if (smem > 200 * 1024) return fail(ctx, SK_E_UNSUPPORTED, "sk_gemv_fused: %d cols too long", cols);
 		CK(ctx, gemv2_set_smem(ctx, (int)smem));
 	}
-	const gemv2_fn kern = gemv2_pick(nmat, W, ms.swiglu);
 	const int npairs = ms.swiglu ? W[0]->rows : (total + 1) / 2;
+	// (few: the warps of a wave at G2_MINB blocks per SM)
+	const gemv2_fn kern = gemv2_pick(nmat, W, ms.swiglu, npairs <= ctx->sm_count * G2_MINB * G2_WARPS);
 	const int tiles = (npairs + G2_WARPS - 1) / G2_WARPS;
 	// one wave: as many blocks as fit on the GPU at once, each warp taking
 	// an equal share of pairs (a second, partial wave would idle most SMs)

@@ -242,6 +242,14 @@ func TestGemvFused(t *testing.T) {
 		// one item) cover 1 or 2 of them each, and its loop trip count must
 		// still be warp-uniform for the quant exchange's shuffles (Q4_XCHG)
 		{[]quant.Type{quant.Q4_K}, []int{19}, 5120, true, false},
+		// K-quant rows of 4,097 to 8,192 columns (G2_KP_FEW): with at most one
+		// row pair per warp of a wave the pipelined body (the cases above at 4,352
+		// and 5,120 columns, and this mixed one with a last item of one
+		// super-block), with more pairs dot2_row (2,200 pairs: more than the
+		// H200's 2,112 warps of a wave); the 11,008-column case above is past the
+		// bound (dot2_row)
+		{[]quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}, []int{64, 32, 33}, 4352, true, true},
+		{[]quant.Type{quant.Q4_K}, []int{4400}, 4352, false, true},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v/%v/%d/norm=%v/acc=%v", c.types, c.rows, c.cols, c.norm, c.acc), func(t *testing.T) {
