@@ -2072,6 +2072,10 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 	return MK ? __ldcg(x + i) : x[i];
 }
 
+#ifndef G2_PF
+#define G2_PF 1
+#endif
+
 // L2 prefetch of the rows of the first npf row pairs of each warp of
 // virtual block bid (the weights do not depend on x).
 template <int W>
@@ -2122,9 +2126,11 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 
 	// the weights do not depend on x: start their first rows moving to L2
-	// while the prologue runs
+	// while the prologue runs (G2_PF 0: not; an A/B not yet run on a GPU: at
+	// 7B's 4k tokens of context the O GEMV's prologue, 3.1 us, runs while
+	// its warps' prefetch of the whole 17.8 MB matrix is in flight, PERF.md)
 	const int p0 = bid * W + warp;
-	if (!MK && p0 < npairs) {
+	if (G2_PF && !MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
 		prefetch_row(L.a, L.ra, lane);
 		if (L.has1) prefetch_row(L.b, L.rb, lane);
