@@ -1722,10 +1722,17 @@ __device__ __forceinline__ int mats_total(const Mats &ms) {
 #endif
 }
 
-// Ask L2 for row r of m (its main data) ahead of use.
+// Ask L2 for row r of m (its main data) ahead of use: the whole row, or its
+// first G2_PF_ROW bytes (an A/B knob, not yet measured: a GEMV of one row pair
+// per warp, such as 7B's O and down, otherwise asks for its whole matrix at
+// once, 17.8 and 47.9 MB at Q8_0, and its prologue's loads wait behind that).
+#ifndef G2_PF_ROW
+#define G2_PF_ROW 0
+#endif
 __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
 	const char *base = (const char *)m.q + (size_t)r * m.row_bytes;
-	for (size_t off = (size_t)lane * 128; off < m.row_bytes; off += 32 * 128)
+	const size_t end = G2_PF_ROW > 0 && (size_t)G2_PF_ROW < m.row_bytes ? (size_t)G2_PF_ROW : m.row_bytes;
+	for (size_t off = (size_t)lane * 128; off < end; off += 32 * 128)
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
 }
 
