@@ -1725,7 +1725,7 @@ __device__ __forceinline__ int mats_total(const Mats &ms) {
 // Ask L2 for row r of m (its main data) ahead of use: the whole row, or its
 // first G2_PF_ROW bytes (an A/B knob, not yet measured: a GEMV of one row pair
 // per warp, such as 7B's O and down, otherwise asks for its whole matrix at
-// once, 17.8 and 47.9 MB at Q8_0, and its prologue's loads wait behind that).
+// once: the quants of its 17.8 and 47.9 MB at Q8_0, while its prologue loads x).
 #ifndef G2_PF_ROW
 #define G2_PF_ROW 0
 #endif
@@ -2135,7 +2135,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// the weights do not depend on x: start their first rows moving to L2
 	// while the prologue runs (G2_PF 0: not; an A/B not yet run on a GPU: at
 	// 7B's 4k tokens of context the O GEMV's prologue, 3.1 us, runs while
-	// its warps' prefetch of the whole 17.8 MB matrix is in flight, PERF.md)
+	// its warps' prefetch of the whole matrix's quants is in flight, PERF.md)
 	const int p0 = bid * W + warp;
 	if (G2_PF && !MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
