@@ -1722,16 +1722,18 @@ __device__ __forceinline__ int mats_total(const Mats &ms) {
 #endif
 }
 
-// Ask L2 for row r of m (its main data) ahead of use: the whole row, or its
-// first G2_PF_ROW bytes (an A/B knob, not yet measured: a GEMV of one row pair
-// per warp, such as 7B's O and down, otherwise asks for its whole matrix at
-// once: the quants of its 17.8 and 47.9 MB at Q8_0, while its prologue loads x).
-#ifndef G2_PF_ROW
-#define G2_PF_ROW 0
+// Ask L2 for row r of m (its main data) ahead of use: the whole row, or with
+// G2_PF_BYTES >= 0 its first G2_PF_BYTES bytes (0: nothing). An A/B knob, not
+// yet measured: a GEMV of one row pair per warp, such as 7B's O and down,
+// asks for the quants of its whole matrix (17.8 and 47.9 MB at Q8_0) at its
+// blocks' start, and its prologue's loads of x run while they are in flight
+// (at 7B's 4k tokens of context the O GEMV's prologue takes 3.1 us, PERF.md).
+#ifndef G2_PF_BYTES
+#define G2_PF_BYTES -1
 #endif
 __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
 	const char *base = (const char *)m.q + (size_t)r * m.row_bytes;
-	const size_t end = G2_PF_ROW > 0 && (size_t)G2_PF_ROW < m.row_bytes ? (size_t)G2_PF_ROW : m.row_bytes;
+	const size_t end = G2_PF_BYTES < 0 ? m.row_bytes : min((size_t)G2_PF_BYTES, m.row_bytes);
 	for (size_t off = (size_t)lane * 128; off < end; off += 32 * 128)
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
 }
@@ -2079,10 +2081,6 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 	return MK ? __ldcg(x + i) : x[i];
 }
 
-#ifndef G2_PF
-#define G2_PF 1
-#endif
-
 // L2 prefetch of the rows of the first npf row pairs of each warp of
 // virtual block bid (the weights do not depend on x).
 template <int W>
@@ -2133,11 +2131,9 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 
 	// the weights do not depend on x: start their first rows moving to L2
-	// while the prologue runs (G2_PF 0: not; an A/B not yet run on a GPU: at
-	// 7B's 4k tokens of context the O GEMV's prologue, 3.1 us, runs while
-	// its warps' prefetch of the whole matrix's quants is in flight, PERF.md)
+	// while the prologue runs (how much of them: G2_PF_BYTES)
 	const int p0 = bid * W + warp;
-	if (G2_PF && !MK && p0 < npairs) {
+	if (!MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
 		prefetch_row(L.a, L.ra, lane);
 		if (L.has1) prefetch_row(L.b, L.rb, lane);
