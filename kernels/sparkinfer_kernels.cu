@@ -20,6 +20,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +62,7 @@ struct sk_ctx {
 	// block (its kernels' dynamic shared memory limit is set: ATT_MMA_FAT)
 	int att_fat;
 	int att_ring;  // the ring kernel's shared memory fits (att_ring_init)
+	double g2_pf_max;  // bytes: the most a GEMV launch's start-of-block prefetch may ask for (g2_pf)
 };
 
 struct sk_matrix {
@@ -109,6 +111,10 @@ static bool att_clusters_fit();
 static int att_fat_init(int optin);
 static int att_ring_init(int optin);
 
+// the most MB a GEMV launch's start-of-block L2 prefetch may ask for (g2_pf)
+#ifndef G2_PF_MAX_MB
+#define G2_PF_MAX_MB 10
+#endif
 extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
@@ -153,6 +159,19 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 			return nullptr;
 		}
 	}
+	// the GEMVs' start-of-block L2 prefetch: at most this many MB per launch
+	// (g2_pf; for measurements: the results are the same either way)
+	long pf_mb = G2_PF_MAX_MB;
+	const char *pfv = getenv("SPARKINFER_G2_PF_MAX");
+	if (pfv && *pfv) {
+		char *endp = nullptr;
+		pf_mb = strtol(pfv, &endp, 10);
+		if (*endp || pf_mb < 0 || pf_mb > 1000000 || !isdigit((unsigned char)pfv[0])) {
+			if (err && errlen) snprintf(err, errlen, "SPARKINFER_G2_PF_MAX=%.32s: want a whole number of MB", pfv);
+			cudaStreamDestroy(s);
+			return nullptr;
+		}
+	}
 	int sms = 0;
 	if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) sms = 1;
 	sk_ctx *c = (sk_ctx *)calloc(1, sizeof(sk_ctx));
@@ -165,6 +184,7 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	c->stream = s;
 	c->variant = variant;
 	c->sm_count = sms;
+	c->g2_pf_max = (double)pf_mb * 1e6;
 	// shared memory one block may opt into (227 KB on the H100/H200, about
 	// 99 KB on sm_120)
 	int optin = 0;
@@ -1312,6 +1332,7 @@ struct Mats {
 	int end[G2_MAXMAT];  // cumulative rows
 	int nmat;
 	int swiglu;          // pairs are (row i of m[0], row i of m[1])
+	int pf;              // bytes of a row the start-of-block L2 prefetch asks for (-1: all; 0: none; see g2_pf)
 };
 
 // Shared memory of the prologue. For quantized matrices the activation is
@@ -1722,18 +1743,11 @@ __device__ __forceinline__ int mats_total(const Mats &ms) {
 #endif
 }
 
-// Ask L2 for row r of m (its main data) ahead of use: the whole row, or with
-// G2_PF_BYTES >= 0 its first G2_PF_BYTES bytes (0: nothing). An A/B knob, not
-// yet measured: a GEMV of one row pair per warp, such as 7B's O and down,
-// asks for the quants of its whole matrix (17.8 and 47.9 MB at Q8_0) at its
-// blocks' start, and its prologue's loads of x run while they are in flight
-// (at 7B's 4k tokens of context the O GEMV's prologue takes 3.1 us, PERF.md).
-#ifndef G2_PF_BYTES
-#define G2_PF_BYTES -1
-#endif
-__device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane) {
+// Ask L2 for row r of m (its main data) ahead of use: the whole row (pf
+// < 0) or its first pf bytes (0: nothing). gemv2_launch chooses pf (g2_pf).
+__device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane, int pf) {
 	const char *base = (const char *)m.q + (size_t)r * m.row_bytes;
-	const size_t end = G2_PF_BYTES < 0 ? m.row_bytes : min((size_t)G2_PF_BYTES, m.row_bytes);
+	const size_t end = pf < 0 ? m.row_bytes : min((size_t)pf, m.row_bytes);
 	for (size_t off = (size_t)lane * 128; off < end; off += 32 * 128)
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
 }
@@ -2092,8 +2106,8 @@ __device__ __forceinline__ void g2_prefetch(const Mats &ms, int bid, int nblk, i
 		const int p = (bid + k * nblk) * W + warp;
 		if (p >= npairs) break;
 		const PairLoc L = locate(ms, p, total);
-		prefetch_row(L.a, L.ra, lane);
-		if (L.has1) prefetch_row(L.b, L.rb, lane);
+		prefetch_row(L.a, L.ra, lane, ms.pf);
+		if (L.has1) prefetch_row(L.b, L.rb, lane, ms.pf);
 	}
 }
 
@@ -2131,12 +2145,12 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 
 	// the weights do not depend on x: start their first rows moving to L2
-	// while the prologue runs (how much of them: G2_PF_BYTES)
+	// while the prologue runs (how much of them: ms.pf)
 	const int p0 = bid * W + warp;
 	if (!MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
-		prefetch_row(L.a, L.ra, lane);
-		if (L.has1) prefetch_row(L.b, L.rb, lane);
+		prefetch_row(L.a, L.ra, lane, ms.pf);
+		if (L.has1) prefetch_row(L.b, L.rb, lane, ms.pf);
 	}
 	// prologue: thread t quantizes blocks of 32 t, t + 256, ..., each from
 	// registers (quant32); the norm weights of its first block are weights
@@ -2514,6 +2528,7 @@ static Mats g2_mats(int nmat, const sk_matrix *const *W, bool swiglu, int *need_
 	memset(&ms, 0, sizeof ms);
 	ms.nmat = nmat;
 	ms.swiglu = swiglu;
+	ms.pf = -1;
 	int total = 0;
 	*need_q = *need_f = 0;
 	for (int i = 0; i < nmat; i++) {
@@ -2559,6 +2574,30 @@ static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int 
 	return fail(ctx, SK_E_ARG, "fused op: unknown epilogue mode %d", e->mode);
 }
 
+// Whether a GEMV launch's warps ask L2 for their first row pairs at their
+// start (k_gemv2, while the prologue loads and quantizes x): -1 (whole rows)
+// where those pairs hold at most ctx->g2_pf_max bytes (G2_PF_MAX_MB MB, or
+// SPARKINFER_G2_PF_MAX when the context is created), else 0 (none). Asked
+// for at once, tens of MB slowed the 7B models' GEMVs. The warps' first
+// pairs on the H200 (one wave of 2 blocks of 8 warps per SM): 7B Q8_0 16-18
+// MB for the Q/K/V, O, gate/up and output GEMVs, all 47.9 MB of the down one;
+// 7B Q4_K_M 8.5-10.9 MB, down 25-37 MB; TinyLlama 2.4-12.3 MB. A/B on the
+// H200 (decode tok/s at 128 / 4k tokens of context, 3 runs, two rounds in one
+// machine start, session 17), at most 10 MB per launch against every launch:
+// 7B Q8_0 416.0 / 340.6 and 416.9 / 342.1 against 402.4 / 326.2 and 403.3 /
+// 327.1; 7B Q4_K_M 452.9 / 355.2 and 452.6 / 354.4 against 446.7 / 348.3 and
+// 447.5 / 349.4; TinyLlama within noise: Q8_0 1,336.4 / 1,203.0 and 1,345.2 / 1,214.0
+// against 1,331.6 / 1,207.1 and 1,335.2 / 1,178.7, Q4_K_M 1,292.9 / 1,173.5
+// and 1,282.3 / 1,178.8 against 1,279.2 / 1,170.3 and 1,290.2 / 1,173.8. No
+// prefetch at all (0) and limits of 8 and 13 MB read the same as 10 within
+// 1% for every model (PERF.md, sixteenth version).
+static int g2_pf(const sk_ctx *ctx, int nmat, const sk_matrix *const *W, int npairs, int grid) {
+	double bytes = 0;
+	for (int i = 0; i < nmat; i++) bytes += (double)W[i]->bytes;
+	const int first = std::min(npairs, grid * G2_WARPS);
+	return npairs > 0 && bytes * first / npairs <= ctx->g2_pf_max ? -1 : 0;
+}
+
 // Launch the fused GEMV for token t0 of the epilogue (x points at that token).
 static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *x, const float *normw,
                         float eps, const sk_epilogue *epi, int t0) {
@@ -2572,7 +2611,7 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	if (epi && epi->mode == SK_EPI_SWIGLU && (nmat != 2 || W[0]->rows != W[1]->rows))
 		return fail(ctx, SK_E_ARG, "sk_gemv_fused: swiglu needs two matrices of equal rows");
 	int need_q, need_f;
-	const Mats ms = g2_mats(nmat, W, epi && epi->mode == SK_EPI_SWIGLU, &need_q, &need_f);
+	Mats ms = g2_mats(nmat, W, epi && epi->mode == SK_EPI_SWIGLU, &need_q, &need_f);
 	const int total = ms.end[nmat - 1];
 	int rc = check_epi(ctx, epi, ms.swiglu ? W[0]->rows : total, nmat, W[0]->rows);
 	if (rc != SK_OK) return rc;
@@ -2593,6 +2632,7 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	const int maxgrid = ctx->sm_count * std::max(per_sm, 1);
 	const int per = (tiles + maxgrid - 1) / maxgrid;
 	const int grid = (tiles + per - 1) / per;
+	ms.pf = g2_pf(ctx, nmat, W, npairs, grid);
 	CK(ctx, launch_pdl(ctx, kern, dim3(grid), dim3(G2_WARPS * 32), smem, ms, x, normw, eps, need_q, need_f, t0,
 	                   epidev(epi)));
 	return SK_OK;
@@ -3864,6 +3904,7 @@ static_assert(ATT_RING_KEYS == 32 * ATT3_WARPS / 8 || ATT_RING_KEYS == 64 * ATT3
 static_assert(ATT_RING_ST >= 2, "ATT_RING_ST: at least two stages");
 // (ATT_RING_TMA is defined with the bulk copies' helpers.)
 #define ATT_RING_BYTES (ATT_RING_ST * ATT_RING_KEYS * 512)  // K and V rows of 128 halves
+
 __host__ __device__ inline bool att2_ring(int G, int hd) { return ATT_RING && G == 1 && att2_ld8(G, hd); }
 
 // (CF: the factors' room, at least ATT2_MAXG)
@@ -4913,6 +4954,7 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, LD == 2 ? 1 : 2) k_attn3_spli
 	          n_head);
 #endif
 }
+
 
 static bool att2_ok(int n_head, int n_kv, int hd) {
 	return n_kv > 0 && n_head % n_kv == 0 && n_head / n_kv <= ATT2_MAXG && hd % 8 == 0 && hd <= 256 && hd > 0;

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/sparkinfer/cc/engine/quant"
@@ -305,6 +306,77 @@ func TestGemvFused(t *testing.T) {
 				compare(t, fmt.Sprintf("exact=%v", exact), got, want, tol)
 			}
 		})
+	}
+}
+
+// TestGemvPrefetchSetting runs the same fused GEMVs on contexts whose GEMVs
+// do (SPARKINFER_G2_PF_MAX=1000000: every launch) and do not (0: none) ask
+// L2 for their first rows at their start: an L2 prefetch moves no result, so
+// the outputs must be the same bit for bit. A value that is not a whole
+// number of MB fails the context's creation, naming the variable.
+func TestGemvPrefetchSetting(t *testing.T) {
+	testDevice(t) // skips without a GPU
+	run := func(setting string) [][]float32 {
+		t.Setenv("SPARKINFER_G2_PF_MAX", setting)
+		d, err := testLib.NewDevice(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if err := d.SetVariant(2); err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(31, 32))
+		var outs [][]float32
+		for _, c := range []struct {
+			types []quant.Type
+			rows  []int
+			cols  int
+		}{
+			{[]quant.Type{quant.Q8_0}, []int{4096}, 4096},
+			{[]quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}, []int{512, 128, 129}, 4096},
+			{[]quant.Type{quant.Q4_K}, []int{300}, 11008},
+		} {
+			var mats []*Matrix
+			total := 0
+			for i, typ := range c.types {
+				mats = append(mats, uploadRandom(t, d, r, typ, c.rows[i], c.cols, nil).M)
+				total += c.rows[i]
+			}
+			x := randn(r, c.cols, 2)
+			nw := randn(r, c.cols, 1)
+			Y := out(t, d, total)
+			if err := d.GemvFused(mats, in(t, d, x), in(t, d, nw), 1e-5, &Epilogue{Mode: EpiStore, Y: Y, LdY: total}); err != nil {
+				t.Fatal(err)
+			}
+			got := read(t, Y, total)
+			for i, v := range got {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("SPARKINFER_G2_PF_MAX=%s: %v row %d: %v", setting, c.types, i, v)
+				}
+			}
+			outs = append(outs, got)
+		}
+		return outs
+	}
+	all, none := run("1000000"), run("0")
+	for k := range all {
+		for i := range all[k] {
+			if math.Float32bits(all[k][i]) != math.Float32bits(none[k][i]) {
+				t.Fatalf("case %d row %d: %v with the prefetch, %v without", k, i, all[k][i], none[k][i])
+			}
+		}
+	}
+	for _, bad := range []string{"x", "-1", "10MB", " 5"} {
+		t.Setenv("SPARKINFER_G2_PF_MAX", bad)
+		d, err := testLib.NewDevice(0)
+		if err == nil {
+			d.Close()
+			t.Fatalf("SPARKINFER_G2_PF_MAX=%q: the context was created", bad)
+		}
+		if !strings.Contains(err.Error(), "SPARKINFER_G2_PF_MAX") {
+			t.Fatalf("SPARKINFER_G2_PF_MAX=%q: error %q does not name the setting", bad, err)
+		}
 	}
 }
 

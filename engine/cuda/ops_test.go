@@ -449,6 +449,10 @@ var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
 	// above too): six splits, the last with a partial stage whose last warps
 	// have no keys; one split of 201 keys (64 kv heads)
 	{32, 32, 128, 2000, 1500}, {64, 64, 128, 1200, 200},
+	// the ring at 16k tokens of context: 8 splits of 2,016 keys, each ending
+	// in a half stage; four kv heads at 3k (on an H200 the one-block-per-SM
+	// kernel with 12 splits per kv head)
+	{32, 32, 128, 16384, 16000}, {4, 4, 128, 3000, 2999},
 	// head_dim 64 on the tensor cores (2..8 heads per kv head): 4 and 2 heads
 	// per kv head (stripes left empty), 6 (rows of the A operand past the
 	// group), a context of one partial 16-key tile, one past a staging round
