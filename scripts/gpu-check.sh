@@ -154,32 +154,54 @@ if has ab; then
 	# A/B of kernel builds in one machine start: AB is a space-separated list
 	# of name=source[:nvcc flags, comma-separated] (e.g. "landed=kernels/sparkinfer_kernels.cu
 	# wip=.dev/wip/sparkinfer_kernels.cu u3=kernels/sparkinfer_kernels.cu:-DQ4_U=3");
-	# each is built for sm_90 in parallel, then decode (and prefill after each
-	# context) of every BENCH_MODELS model is timed with each build in turn,
-	# AB_ROUNDS times (default 2), so that drift shows.
+	# each is built for sm_90 in parallel (the BENCH_MODELS are synthesised
+	# meanwhile), then decode (and prefill after each context) of every
+	# BENCH_MODELS model is timed with each build in turn, AB_ROUNDS times
+	# (default 2), so that drift shows. AB_ENVS (a space-separated list of
+	# name:VAR=value[,VAR=value]) times each build once per setting of the
+	# library's run-time variables (e.g. "all:SPARKINFER_G2_PF_MAX=1000000
+	# none:SPARKINFER_G2_PF_MAX=0"); AB_TESTS (a go test -run pattern) first
+	# runs those per-op tests with every build; AB_PREFILL (default 512) sets
+	# the prefill measured after each context (16: little time spent there).
 	log "a/b builds: ${AB:?set AB=name=source[:flags] ...}"
 	mkdir -p /tmp/ab
+	pids=()
 	for spec in $AB; do
 		name=${spec%%=*}; rest=${spec#*=}; src=${rest%%:*}; flags=""
 		[ "$src" != "$rest" ] && flags=${rest#*:} && flags=${flags//,/ }
 		build90 "/tmp/ab/$name.so" "$src" $flags > "/tmp/ab/$name.log" 2>&1 &
+		pids+=($!)
 	done
-	wait
+	( for m in ${BENCH_MODELS:-tinyllama-q8_0}; do model $m; done ) &
+	synth_pid=$!
+	for p in "${pids[@]}"; do wait $p; done
 	for spec in $AB; do name=${spec%%=*}; [ -f "/tmp/ab/$name.so" ] || { echo "build $name failed:"; tail -5 "/tmp/ab/$name.log"; exit 1; }; done
-	for m in ${BENCH_MODELS:-tinyllama-q8_0}; do model $m; done
+	log "a/b builds done"
+	if [ -n "${AB_TESTS:-}" ]; then
+		for spec in $AB; do
+			name=${spec%%=*}
+			SPARKINFER_KERNELS=/tmp/ab/$name.so "$BIN/cuda.test" -test.run "$AB_TESTS" -test.count=1 -test.v > "$OUT/ab-tests-$name.log" 2>&1
+			echo "tests with $name: exit $?, $(grep -c -- '--- PASS' "$OUT/ab-tests-$name.log") passed, $(grep -c -- '--- FAIL' "$OUT/ab-tests-$name.log") failed"
+			grep -- '--- FAIL' "$OUT/ab-tests-$name.log" | head -10
+		done
+	fi
+	wait $synth_pid
 	for round in $(seq ${AB_ROUNDS:-2}); do
 		for m in ${BENCH_MODELS:-tinyllama-q8_0}; do
 			for spec in $AB; do
 				name=${spec%%=*}
-				"$SI" bench --device cuda --kernels "/tmp/ab/$name.so" --kernels-any-digest-unsafe --model "$MODELS/$m.gguf" \
-					--ctx ${BENCH_CTX:-128,4096} --tokens ${BENCH_TOKENS:-128} --runs ${AB_RUNS:-3} --prefill 512 --json > /tmp/ab/out.json 2>/tmp/ab/err.txt
-				rc=$?
-				[ $rc = 0 ] || { echo "round $round $m $name exit $rc: $(tail -1 /tmp/ab/err.txt)"; continue; }
-				echo "round $round $m $name: $(python3 -c '
+				for es in ${AB_ENVS:-default:}; do
+					ename=${es%%:*}; evars=${es#*:}; evars=${evars//,/ }
+					env $evars "$SI" bench --device cuda --kernels "/tmp/ab/$name.so" --kernels-any-digest-unsafe --model "$MODELS/$m.gguf" \
+						--ctx ${BENCH_CTX:-128,4096} --tokens ${BENCH_TOKENS:-128} --runs ${AB_RUNS:-3} --prefill ${AB_PREFILL:-512} --json > /tmp/ab/out.json 2>/tmp/ab/err.txt
+					rc=$?
+					[ $rc = 0 ] || { echo "round $round $m $name $ename exit $rc: $(tail -1 /tmp/ab/err.txt)"; continue; }
+					echo "round $round $m $name $ename: $(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(" ".join("decode@%d %.1f" % (p["context"], p["median_tok_s"]) for p in r["decode"]),
       " ".join("prefill%d@%d %.0f" % (p["tokens"], p["context"], p["median_tok_s"]) for p in r["prefill"]))' /tmp/ab/out.json)"
+				done
 			done
 		done
 	done
