@@ -166,7 +166,7 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	if (pfv && *pfv) {
 		char *endp = nullptr;
 		pf_mb = strtol(pfv, &endp, 10);
-		if (*endp || pf_mb < 0 || pf_mb > 1000000 || !isdigit((unsigned char)pfv[0])) {
+		if (!isdigit((unsigned char)pfv[0]) || *endp || pf_mb > 1000000) {  // (a leading digit: not negative)
 			if (err && errlen) snprintf(err, errlen, "SPARKINFER_G2_PF_MAX=%.32s: want a whole number of MB", pfv);
 			cudaStreamDestroy(s);
 			return nullptr;
