@@ -8,7 +8,8 @@
 //   F32       float[rows][cols]
 //   F16/BF16  uint16[rows][cols]
 //   Q8_0      int8 q[rows][cols] + half d[rows][cols/32]     (ggml: 34-byte blocks {d, q[32]})
-//   Q4_K      ggml blocks as is: 144 bytes {half d, half dmin, u8 scales[12], u8 qs[128]}
+//   Q4_K      ggml's 144-byte blocks {half d, half dmin, u8 scales[12], u8 qs[128]}, qs in another order
+//             of its 16-byte pieces (Q4_REPACK: piece p of ggml's at q4k_poff(p))
 //   Q6_K      208-byte blocks {u8 ql[128], u8 qh[64], i8 scales[16]} + half d[rows][cols/256]
 //             (ggml: 210-byte blocks {ql, qh, scales, half d})
 
@@ -374,6 +375,26 @@ extern "C" int sk_rope_perm(int n_heads, int head_dim, int rope_dim, int neox, i
 	return SK_OK;
 }
 
+// Q4_K's qs on the device: ggml's 16-byte pieces 0..7 (piece p: bytes 16p..
+// of qs, the low or high half of the 32 bytes of sub-blocks p & ~1, p | 1)
+// stored as 0, 2, 4, 6, 1, 3, 5, 7, so that the four lanes that take a
+// super-block in the decode GEMVs (lane g: sub-blocks 2g, 2g+1) read each
+// other's neighbours: one 64-byte span per load instruction, every lane its
+// own group's pieces, no shuffle (Q4_XCHG's exchange before it: the main
+// loop of the Q4_K GEMV, nvcc 11.8, 547 -> 514 instructions per round, its
+// 16 shuffles and 32 selects gone). Every reader of Q4_K on the device takes
+// the pieces through q4k_poff. 0: ggml's order (A/B). With the activations
+// in their old order (X_SWZ 0) this alone lost on the H200 (decode tok/s at
+// 128 / 4k tokens of context, session 18): 7B Q4_K_M 419.0 / 337.9 against
+// 455.4 / 357.6, TinyLlama Q4_K_M 1,254.2 / 1,142.3 against 1,296.0 /
+// 1,179.2 (each lane then read its group's activations, four lanes of two
+// super-blocks in a quarter warp the same bank group); with X_SWZ see there.
+#ifndef Q4_REPACK
+#define Q4_REPACK 1
+#endif
+// byte offset in a device Q4_K block of qs piece p (of ggml's order)
+__host__ __device__ constexpr int q4k_poff(int p) { return Q4_REPACK ? 16 + 16 * ((p & 1) * 4 + (p >> 1)) : 16 + 16 * p; }
+
 extern "C" int sk_matrix_upload(sk_ctx *ctx, int type, const void *data, int rows, int cols, sk_matrix **out) {
 	return sk_matrix_upload_perm(ctx, type, data, rows, cols, nullptr, out);
 }
@@ -444,6 +465,19 @@ extern "C" int sk_matrix_upload_perm(sk_ctx *ctx, int type, const void *data, in
 		if (e == cudaSuccess) e = cudaMalloc((void **)&m->d, d.size() * 2);
 		if (e == cudaSuccess) e = cudaMemcpy(m->q, q.data(), q.size(), cudaMemcpyHostToDevice);
 		if (e == cudaSuccess) e = cudaMemcpy(m->d, d.data(), d.size() * 2, cudaMemcpyHostToDevice);
+	} else if (type == SK_Q4_K && Q4_REPACK) {
+		const size_t n = rb * rows, nblk = n / 144;
+		std::vector<uint8_t> q(n);
+		for (size_t b = 0; b < nblk; b++) {
+			const uint8_t *in = src + b * 144;
+			uint8_t *o = &q[b * 144];
+			memcpy(o, in, 16);  // {d, dmin, scales[12]}
+			for (int p = 0; p < 8; p++) memcpy(o + q4k_poff(p), in + 16 + 16 * p, 16);
+		}
+		m->row_bytes = rb;
+		m->bytes = n;
+		e = cudaMalloc(&m->q, n);
+		if (e == cudaSuccess) e = cudaMemcpy(m->q, q.data(), n, cudaMemcpyHostToDevice);
 	} else {
 		size_t n = rb * rows;
 		m->row_bytes = rb;
@@ -558,7 +592,8 @@ __device__ float deq(const MatDev &m, int r, int c) {
 		int i = c % 256, g = i / 64, w = i % 64, hi = w >= 32, l = w % 32;
 		int sc, mn;
 		scale_min_k4(2 * g + hi, blk + 4, sc, mn);
-		uint8_t qb = blk[16 + g * 32 + l];
+		const int qi = g * 32 + l;  // byte of ggml's qs
+		uint8_t qb = blk[q4k_poff(qi >> 4) + (qi & 15)];
 		int qv = hi ? (qb >> 4) : (qb & 0xF);
 		return d * sc * qv - dmin * mn;
 	}
@@ -667,7 +702,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(MatDev m, const float 
 			int sc1, m1, sc2, m2;
 			scale_min_k4(2 * g, blk + 4, sc1, m1);
 			scale_min_k4(2 * g + 1, blk + 4, sc2, m2);
-			uint4 qv = *(const uint4 *)(blk + 16 + g * 32 + h * 16);
+			uint4 qv = *(const uint4 *)(blk + q4k_poff(2 * g + h));
 			const uint8_t *qb = (const uint8_t *)&qv;
 			const int c_lo = sb * 256 + g * 64 + h * 16, c_hi = c_lo + 32;
 #pragma unroll
@@ -1343,11 +1378,32 @@ struct Mats {
 // float sum of each block (Q4_K's min term) and the integer sums of q1 and
 // q2 over each half block (Q6_K's offset). Float matrices read f.
 struct Xs {
-	const int8_t *q, *q2;
+	const int8_t *q, *q2;  // 16-byte pieces placed by xsw
 	const float *d, *d2, *s;
 	const int2 *s16;  // per 16 activations: the sums of q1 and of q2 (Q6_K's offset of 32)
 	const float *f;
 };
+
+// X_SWZ: the activation levels' 16-byte pieces in shared memory placed with
+// their index's bits 0-1 XORed by bits 3-4 (byte offsets: bits 4-5 by 7-8),
+// so that the eight lanes of a quarter warp (two super-blocks, four lanes
+// each) read eight different bank groups where the K-quant bodies read the
+// same piece of each lane's group: conflict-free for Q4_K with Q4_REPACK
+// (4-way without the swizzle, 2-way before with Q4_XCHG's exchange) and for
+// Q6_K (4-way before); Q8_0 reads consecutive pieces, conflict-free either
+// way. The levels take a multiple of 64 bytes, so every offset stays inside.
+// 0: in order (A/B). With Q4_REPACK, A/B on the H200 against the session's
+// start (decode tok/s at 128 / 4k tokens of context, 5 runs, one machine
+// start, session 18): 7B Q4_K_M 486.6 / 379.9 against 455.7 / 357.7,
+// TinyLlama Q4_K_M 1,400.1 / 1,265.2 against 1,292.3 / 1,175.8; the Q8_0
+// models the same (7B 418.3 / 343.6 against 415.5 / 343.0, TinyLlama
+// 1,327.4 / 1,194.0 against 1,326.9 / 1,193.7). Prefill 512 of 7B Q4_K_M
+// lost 2.7% (12,073 against 12,407 tok/s: the GEMM's k-tile now reads two
+// half sectors of a group's quants), TinyLlama Q4_K_M's gained 4.6%.
+#ifndef X_SWZ
+#define X_SWZ 1
+#endif
+__device__ __forceinline__ int xsw(int off) { return X_SWZ ? off ^ (((off >> 7) & 3) << 4) : off; }
 
 // Each lane accumulates partial dot products of two rows at once (row ra of
 // a and row rb of b, same type): the loads of both rows are in flight
@@ -1388,8 +1444,8 @@ __device__ __forceinline__ void dot2_q8_0(const MatDev &a, int ra, const MatDev 
 			// computed for every u, kept by a select: a branch here would let
 			// the compiler sink the loads above into it
 			const int c = min(c0 + 512 * u, cols - 16);
-			const int4 xv = *(const int4 *)(x.q + c);
-			const int4 xr = *(const int4 *)(x.q2 + c);
+			const int4 xv = *(const int4 *)(x.q + xsw(c));
+			const int4 xr = *(const int4 *)(x.q2 + xsw(c));
 			const float d1 = x.d[c >> 5], d2 = x.d2[c >> 5];
 			const float ta = __half2float(ha[u]) * (d1 * (float)dp4x4(va[u], xv) + d2 * (float)dp4x4(va[u], xr));
 			const float tb = __half2float(hb[u]) * (d1 * (float)dp4x4(vb[u], xv) + d2 * (float)dp4x4(vb[u], xr));
@@ -1452,20 +1508,25 @@ __device__ __forceinline__ float q4k_part(const uint4 hd, const uint4 q0, const 
 // products are those of lane gq before; the warp's sum adds the lanes in
 // another order). 0: the lane's own 32 bytes (A/B). Nsight Compute had 40-46%
 // excess sectors and an L1/TEX unit 63-79% busy in the Q4_K kernels before.
+// (Superseded by Q4_REPACK, which gives the same loads without the shuffle;
+// Q4_XCHG matters only with Q4_REPACK 0.)
 // A/B on the H200, decode tok/s at 128 tokens of context, one machine start:
 // 7B Q4_K_M 404 / 406 against 395 / 395, TinyLlama Q4_K_M 1,184 / 1,184
 // against 1,158 / 1,163.
 #ifndef Q4_XCHG
 #define Q4_XCHG 1
 #endif
-__device__ __forceinline__ int q4x_group(int g) { return Q4_XCHG ? ((g & 1) << 1) | (g >> 1) : g; }
+// With Q4_REPACK the stored order gives each lane its group's pieces at
+// these same offsets (q4k_poff): no exchange, lane g takes group g.
+#define Q4_SHFL (Q4_XCHG && !Q4_REPACK)
+__device__ __forceinline__ int q4x_group(int g) { return Q4_SHFL ? ((g & 1) << 1) | (g >> 1) : g; }
 // byte offset in the super-block of lane g's first and second loads
-__device__ __forceinline__ int q4x_off0(int g) { return Q4_XCHG ? 16 + 16 * g : 16 + 32 * g; }
-__device__ __forceinline__ int q4x_off1(int g) { return Q4_XCHG ? 80 + 16 * g : 32 + 32 * g; }
+__device__ __forceinline__ int q4x_off0(int g) { return Q4_REPACK ? q4k_poff(2 * g) : Q4_XCHG ? 16 + 16 * g : 16 + 32 * g; }
+__device__ __forceinline__ int q4x_off1(int g) { return Q4_REPACK ? q4k_poff(2 * g + 1) : Q4_XCHG ? 80 + 16 * g : 32 + 32 * g; }
 // the two loads (p0, p1) -> the lane's group pieces in q4k_part's q0, q1
 // (every lane of the warp calls it)
 __device__ __forceinline__ void q4x_pieces(uint4 p0, uint4 p1, int g, uint4 &q0, uint4 &q1) {
-	if (!Q4_XCHG) {
+	if (!Q4_SHFL) {
 		q0 = p0;
 		q1 = p1;
 		return;
@@ -1480,7 +1541,7 @@ __device__ __forceinline__ void q4x_pieces(uint4 p0, uint4 p1, int g, uint4 &q0,
 }
 // activation piece k (int4 of 16 levels) of the lane's group, as q4k_part
 // pairs them with q0, q1
-__device__ __forceinline__ int q4x_ak(int g, int k) { return Q4_XCHG ? k ^ (g & 1) : k; }
+__device__ __forceinline__ int q4x_ak(int g, int k) { return Q4_SHFL ? k ^ (g & 1) : k; }
 
 // Super-block sb of a Q4_K row pair for lane g (of the super-block's four):
 // headers ha, hb and the loads at q4x_off0 / q4x_off1 of rows a and b (pa0,
@@ -1489,9 +1550,9 @@ __device__ __forceinline__ int q4x_ak(int g, int k) { return Q4_XCHG ? k ^ (g & 
 __device__ __forceinline__ void q4k_pair(const Xs &x, int sb, int g, int gq, uint4 ha, uint4 hb, uint4 pa0,
                                          uint4 pa1, uint4 pb0, uint4 pb1, float &ta, float &tb) {
 	const int c = sb * 256 + gq * 64;
-	const int4 *xq = (const int4 *)(x.q + c), *xr = (const int4 *)(x.q2 + c);
-	const int4 xl0 = xq[q4x_ak(g, 0)], xl1 = xq[q4x_ak(g, 1)], xh0 = xq[q4x_ak(g, 2)], xh1 = xq[q4x_ak(g, 3)];
-	const int4 rl0 = xr[q4x_ak(g, 0)], rl1 = xr[q4x_ak(g, 1)], rh0 = xr[q4x_ak(g, 2)], rh1 = xr[q4x_ak(g, 3)];
+	auto xp = [&](const int8_t *b, int k) { return *(const int4 *)(b + xsw(c + 16 * q4x_ak(g, k))); };
+	const int4 xl0 = xp(x.q, 0), xl1 = xp(x.q, 1), xh0 = xp(x.q, 2), xh1 = xp(x.q, 3);
+	const int4 rl0 = xp(x.q2, 0), rl1 = xp(x.q2, 1), rh0 = xp(x.q2, 2), rh1 = xp(x.q2, 3);
 	const int bl = c >> 5, bh = bl + 1;
 	const float dl = x.d[bl], dh = x.d[bh], d2l = x.d2[bl], d2h = x.d2[bh], sl = x.s[bl], sh = x.s[bh];
 	uint4 a0, a1, b0, b1;
@@ -1562,8 +1623,8 @@ __device__ __forceinline__ float q6k_part(const uint4 la, const uint4 lb, const 
 		for (int k = 0; k < 4; k++)
 			w[k] = (int)(((lw[k] >> shl) & 0x0F0F0F0Fu) | (((hw[k] >> shh) & 0x03030303u) << 4));
 		const int c = c0 + quarter * 32;
-		const int4 xv = *(const int4 *)(x.q + c);
-		const int4 xr = *(const int4 *)(x.q2 + c);
+		const int4 xv = *(const int4 *)(x.q + xsw(c));
+		const int4 xr = *(const int4 *)(x.q2 + xsw(c));
 		const int2 o = x.s16[c >> 4];
 		const int dq = __dp4a(w[3], xv.w, __dp4a(w[2], xv.z, __dp4a(w[1], xv.y, __dp4a(w[0], xv.x, -32 * o.x))));
 		const int er = __dp4a(w[3], xr.w, __dp4a(w[2], xr.z, __dp4a(w[1], xr.y, __dp4a(w[0], xr.x, -32 * o.y))));
@@ -1850,8 +1911,8 @@ __device__ __forceinline__ void g2_mul(const G2Raw<U> &R, int t, int c, int cols
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			const int cu = c0 + 512 * u, cc = min(cu, cols - 16);
-			const int4 xv = *(const int4 *)(x.q + cc);
-			const int4 xr = *(const int4 *)(x.q2 + cc);
+			const int4 xv = *(const int4 *)(x.q + xsw(cc));
+			const int4 xr = *(const int4 *)(x.q2 + xsw(cc));
 			const float d1 = x.d[cc >> 5], d2 = x.d2[cc >> 5];
 			const int4 va = make_int4(R.r[u].x, R.r[u].y, R.r[u].z, R.r[u].w);
 			const int4 vb = make_int4(R.r[U + u].x, R.r[U + u].y, R.r[U + u].z, R.r[U + u].w);
@@ -1990,11 +2051,10 @@ __device__ __forceinline__ void quant32(const float e[32], int b, int8_t *xq, in
 	const float id2 = d2 > 0.f ? __frcp_rn(d2) : 0.f;
 	uint32_t w2[8];
 	level2<32>(res, id2, w2);
-	uint4 *o1 = (uint4 *)(xq + 32 * b), *o2 = (uint4 *)(xq2 + 32 * b);
-	o1[0] = make_uint4(w1[0], w1[1], w1[2], w1[3]);
-	o1[1] = make_uint4(w1[4], w1[5], w1[6], w1[7]);
-	o2[0] = make_uint4(w2[0], w2[1], w2[2], w2[3]);
-	o2[1] = make_uint4(w2[4], w2[5], w2[6], w2[7]);
+	*(uint4 *)(xq + xsw(32 * b)) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+	*(uint4 *)(xq + xsw(32 * b + 16)) = make_uint4(w1[4], w1[5], w1[6], w1[7]);
+	*(uint4 *)(xq2 + xsw(32 * b)) = make_uint4(w2[0], w2[1], w2[2], w2[3]);
+	*(uint4 *)(xq2 + xsw(32 * b + 16)) = make_uint4(w2[4], w2[5], w2[6], w2[7]);
 	xd[b] = d;
 	xd2[b] = d2;
 	xsum[b] = sum;
@@ -2059,8 +2119,8 @@ __device__ __forceinline__ void quant16h(const float4 xv[4], const float4 wv[4],
 	uint32_t w2[4];
 	level2<16>(res, id2, w2);
 	if (!ok) return;
-	*(uint4 *)(xq + 32 * b + 16 * h) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
-	*(uint4 *)(xq2 + 32 * b + 16 * h) = make_uint4(w2[0], w2[1], w2[2], w2[3]);
+	*(uint4 *)(xq + xsw(32 * b + 16 * h)) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+	*(uint4 *)(xq2 + xsw(32 * b + 16 * h)) = make_uint4(w2[0], w2[1], w2[2], w2[3]);
 	xs16[2 * b + h] = make_int2(bytesum16(w1), bytesum16(w2));
 	if (h == 0) {
 		xd[b] = d;
@@ -2131,7 +2191,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	TRACE_START();
 	const int cols = ms.m[0].cols;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int qbytes = need_q ? ((cols + 15) & ~15) : 0;
+	const int qbytes = need_q ? ((cols + 63) & ~63) : 0;  // (a multiple of 64: xsw)
 	const int dbytes = need_q ? (((cols / 32) * 4 + 15) & ~15) : 0;
 	int8_t *xq = (int8_t *)g2_smem;
 	int8_t *xq2 = xq + qbytes;
@@ -2361,8 +2421,8 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 					h2 += __shfl_xor_sync(0xffffffffu, h2, o);
 				}
 				if (ok) {
-					*(char4 *)(xq + i) = c1;
-					*(char4 *)(xq2 + i) = c2;
+					*(char4 *)(xq + xsw(i)) = c1;
+					*(char4 *)(xq2 + xsw(i)) = c2;
 					if ((lane & 3) == 0) xs16[2 * g + ((lane >> 2) & 1)] = make_int2(h1, h2);
 					if ((lane & 7) == 0) {
 						xd[g] = d;
@@ -2546,7 +2606,7 @@ static Mats g2_mats(int nmat, const sk_matrix *const *W, bool swiglu, int *need_
 static size_t g2_prologue_bytes(int cols, int need_q, int need_f) {
 	const size_t c = (size_t)cols;
 	size_t b = 0;
-	if (need_q) b += 2 * ((c + 15) & ~(size_t)15) + 7 * (((c / 32) * 4 + 15) & ~(size_t)15);
+	if (need_q) b += 2 * ((c + 63) & ~(size_t)63) + 7 * (((c / 32) * 4 + 15) & ~(size_t)15);
 	if (need_f) b += c * 4;
 	return b;
 }
@@ -2738,7 +2798,7 @@ __device__ __forceinline__ void b_load(const MatDev &m, int r, int k, BRaw &b) {
 	} else if (T == SK_Q4_K) {
 		const uint8_t *blk = (const uint8_t *)m.q + (size_t)r * m.row_bytes + (size_t)(k / 256) * 144;
 		const int i0 = k % 256, j = i0 / 32, g = j / 2, l0 = i0 % 32;
-		b.v[0] = __ldg((const uint4 *)(blk + 16 + g * 32 + l0));
+		b.v[0] = __ldg((const uint4 *)(blk + q4k_poff(2 * g + l0 / 16)));
 		b.v[1] = __ldg((const uint4 *)blk);  // {d, dmin, scales[12]}
 	} else if (T == SK_Q6_K) {
 		const int nb = m.cols / 256, sb = k / 256, i0 = k % 256;
@@ -3201,7 +3261,7 @@ __global__ void __launch_bounds__(256, MM_MINB) k_gemm_mma2(GMats gm, const __ha
 			mm2_cp4(r4, bm.d + (size_t)brow * (K / 32) + k0 / 32, b_ok ? 4 : 0);
 		} else if (T == SK_Q4_K) {
 			const uint8_t *blk = (const uint8_t *)bm.q + (size_t)brow * bm.row_bytes + (size_t)(k0 / 256) * 144;
-			mm2_cp16(r16, blk + 16 + 32 * ((k0 % 256) / 64) + 16 * h, b16);
+			mm2_cp16(r16, blk + q4k_poff(2 * ((k0 % 256) / 64) + h), b16);
 			mm2_cp16(r16 + 4096, blk, b16);  // {d, dmin, scales[12]}
 		} else if (T == SK_Q6_K) {
 			const int nb = K / 256, sb = k0 / 256, t4 = (k0 % 256) / 64, nn = t4 >> 1;
