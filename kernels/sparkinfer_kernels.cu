@@ -381,8 +381,8 @@ extern "C" int sk_rope_perm(int n_heads, int head_dim, int rope_dim, int neox, i
 // super-block in the decode GEMVs (lane g: sub-blocks 2g, 2g+1) read each
 // other's neighbours: one 64-byte span per load instruction, every lane its
 // own group's pieces, no shuffle (Q4_XCHG's exchange before it: the main
-// loop of the Q4_K GEMV, nvcc 11.8, 547 -> 514 instructions per round, its
-// 16 shuffles and 32 selects gone). Every reader of Q4_K on the device takes
+// loop of the Q4_K GEMV, nvcc 11.8, 547 -> 480 instructions per round, its
+// 16 shuffles and 32 selects gone; 514 with X_SWZ's address arithmetic). Every reader of Q4_K on the device takes
 // the pieces through q4k_poff. 0: ggml's order (A/B). With the activations
 // in their old order (X_SWZ 0) this alone lost on the H200 (decode tok/s at
 // 128 / 4k tokens of context, session 18): 7B Q4_K_M 419.0 / 337.9 against
