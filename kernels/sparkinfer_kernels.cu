@@ -465,21 +465,19 @@ extern "C" int sk_matrix_upload_perm(sk_ctx *ctx, int type, const void *data, in
 		if (e == cudaSuccess) e = cudaMalloc((void **)&m->d, d.size() * 2);
 		if (e == cudaSuccess) e = cudaMemcpy(m->q, q.data(), q.size(), cudaMemcpyHostToDevice);
 		if (e == cudaSuccess) e = cudaMemcpy(m->d, d.data(), d.size() * 2, cudaMemcpyHostToDevice);
-	} else if (type == SK_Q4_K && Q4_REPACK) {
-		const size_t n = rb * rows, nblk = n / 144;
-		std::vector<uint8_t> q(n);
-		for (size_t b = 0; b < nblk; b++) {
-			const uint8_t *in = src + b * 144;
-			uint8_t *o = &q[b * 144];
-			memcpy(o, in, 16);  // {d, dmin, scales[12]}
-			for (int p = 0; p < 8; p++) memcpy(o + q4k_poff(p), in + 16 + 16 * p, 16);
-		}
-		m->row_bytes = rb;
-		m->bytes = n;
-		e = cudaMalloc(&m->q, n);
-		if (e == cudaSuccess) e = cudaMemcpy(m->q, q.data(), n, cudaMemcpyHostToDevice);
 	} else {
 		size_t n = rb * rows;
+		std::vector<uint8_t> q4;  // Q4_K: the blocks with their quant pieces in the device's order
+		if (type == SK_Q4_K && Q4_REPACK) {
+			q4.resize(n);
+			for (size_t b = 0; b < n / 144; b++) {
+				const uint8_t *in = src + b * 144;
+				uint8_t *o = &q4[b * 144];
+				memcpy(o, in, 16);  // {d, dmin, scales[12]}
+				for (int p = 0; p < 8; p++) memcpy(o + q4k_poff(p), in + 16 + 16 * p, 16);
+			}
+			src = q4.data();
+		}
 		m->row_bytes = rb;
 		m->bytes = n;
 		e = cudaMalloc(&m->q, n);
@@ -1521,8 +1519,9 @@ __device__ __forceinline__ float q4k_part(const uint4 hd, const uint4 q0, const 
 #define Q4_SHFL (Q4_XCHG && !Q4_REPACK)
 __device__ __forceinline__ int q4x_group(int g) { return Q4_SHFL ? ((g & 1) << 1) | (g >> 1) : g; }
 // byte offset in the super-block of lane g's first and second loads
-__device__ __forceinline__ int q4x_off0(int g) { return Q4_REPACK ? q4k_poff(2 * g) : Q4_XCHG ? 16 + 16 * g : 16 + 32 * g; }
-__device__ __forceinline__ int q4x_off1(int g) { return Q4_REPACK ? q4k_poff(2 * g + 1) : Q4_XCHG ? 80 + 16 * g : 32 + 32 * g; }
+// (q4k_poff: lane g's group's own two pieces, wherever the layout puts them)
+__device__ __forceinline__ int q4x_off0(int g) { return Q4_SHFL ? 16 + 16 * g : q4k_poff(2 * g); }
+__device__ __forceinline__ int q4x_off1(int g) { return Q4_SHFL ? 80 + 16 * g : q4k_poff(2 * g + 1); }
 // the two loads (p0, p1) -> the lane's group pieces in q4k_part's q0, q1
 // (every lane of the warp calls it)
 __device__ __forceinline__ void q4x_pieces(uint4 p0, uint4 p1, int g, uint4 &q0, uint4 &q1) {
