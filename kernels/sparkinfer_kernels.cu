@@ -3927,7 +3927,7 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // Two blocks per SM (att2_nsplit's one wave): 2 x (the kernel's 5 KB of
 // static shared memory + the ring + 1 KB) within the H200's 228 KB. More in
 // flight per block was slower, alone at 4k / 16k tokens of context (us):
-// 64 x 2 21.90 / 65.61 (the default: 32 KB in flight per block), 32 x 3
+// 64 x 2 21.90 / 65.61 (the default until ATT_RING_PDL: 32 KB in flight per block), 32 x 3
 // 22.93 / 68.00, 32 x 5 25.77 / 76.02, 32 x 2 25.09 / 73.48; with one block
 // per SM and half the splits (ATT2_PER_SM=1), 64 x 3 22.30 / 66.46 and 64 x 4
 // 24.16 / 72.21. In the decode step (before ATT_RING_TRIGGER, 7B Q4_K_M at
@@ -3936,8 +3936,10 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 #ifndef ATT_RING_KEYS
 #define ATT_RING_KEYS 64
 #endif
+// (3 stages since session 19, with ATT_RING_PDL: two of them in flight
+// before the wait; 2 x (5 + 96 + 1) KB per SM)
 #ifndef ATT_RING_ST
-#define ATT_RING_ST 2
+#define ATT_RING_ST 3
 #endif
 // When the ring kernel lets the next kernel (the O projection's GEMV, a
 // programmatic dependent launch) launch: 0 at its end, 1 once its keys are
@@ -3952,6 +3954,31 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // 7B Q4_K_M at 2k 365.0 against 386.4.)
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
+#endif
+// 1: the ring launched with programmatic dependent launch, its first
+// ATT_RING_ST - 1 stages issued before it waits for the Q/K/V GEMV (all but
+// the stage holding key n - 1, the row that GEMV stores: the other rows and
+// *pos are older than the step). Measured with ATT_ACQREL (session 19, H200,
+// decode tok/s at 4k, 3 runs, two rounds in one machine start): with 3
+// stages 347.0 and 347.4 for 7B Q8_0, 379.3 and 379.1 for 7B Q4_K_M, against
+// 340.6 and 340.4, 378.7 and 378.3 without either (2 stages); the same 3
+// stages without it 336.6 and 339.9, 377.3 and 377.0. With 2 stages (one
+// issued early) it lost: 339.2 (7B Q8_0) and 368.7 (7B Q4_K_M) against 341.3
+// and 379.7. Also dropped: the next 2, 4 or 8 stages' rows asked of L2
+// (prefetch.global.L2) before the wait, 338.2 / 341.3, 335.8 / 336.1 and
+// 326.1 / 327.7 for 7B Q8_0 (7B Q4_K_M 374.7, 368.6, 359.5).
+#ifndef ATT_RING_PDL
+#define ATT_RING_PDL 1
+#endif
+// 1: a split block's arrival at its kv head's counter (the last one to
+// arrive combines the splits) by one acquire-release atomic in thread 0
+// between two block barriers, instead of a sequentially consistent fence in
+// every thread before the arrival and another after it. The barriers carry
+// the ordering to and from the block's other threads (the partials are read
+// with __ldcg, from L2). Alone it moved little: 7B Q8_0 at 4k with the
+// early ring launch and 2 stages, 339.2 / 339.2 against 338.0 / 337.7.
+#ifndef ATT_ACQREL
+#define ATT_ACQREL 1
 #endif
 // 1: the ring at every context of those models (no one-block-per-SM
 // kernel): alone, 5.90 / 11.64 us at 128 / 1k tokens of context against
@@ -4718,8 +4745,17 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 					}
 					if (!ATT_RING_TMA) mm2_commit();  // (empty past the last stage: one group per stage)
 				};
+				// ATT_RING_PDL (launched with programmatic dependent launch): the
+				// first stages go out before the wait unless they hold key n - 1,
+				// the one row the predecessor (the Q/K/V GEMV's KV store) writes;
+				// the other rows and *pos are older than the step
+				int pre = 0;
+				if (ATT_RING_PDL) {
+					while (pre < ATT_RING_ST - 1 && !(end == n && pre == nst - 1)) issue(pre++);
+					pdl_wait();
+				}
 #pragma unroll 1
-				for (int st = 0; st < ATT_RING_ST - 1; st++) issue(st);
+				for (int st = pre; st < ATT_RING_ST - 1; st++) issue(st);
 				load_q();
 #pragma unroll 1
 				for (int st = 0; st < nst; st++) {
@@ -4968,16 +5004,33 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// with cgroup) combines the splits (the groups)
 	const int narr = cgroup ? nact : ns;
 	__shared__ int s_last;
-	__threadfence();
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		const int done = atomicAdd(&counter[kvh], 1);
-		s_last = done == narr - 1;
-		if (s_last) counter[kvh] = 0;
+	if (ATT_ACQREL) {
+		// the block's partial writes ordered before thread 0's arrival by the
+		// barrier, the arrival a release (and, for the last block, an acquire
+		// that the barrier after it extends to every thread): one gpu-scope
+		// fence in thread 0 instead of two sequentially consistent fences in
+		// every thread
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			int done;
+			asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(done) : "l"(&counter[kvh]) : "memory");
+			s_last = done == narr - 1;
+			if (s_last) counter[kvh] = 0;
+		}
+		__syncthreads();
+		if (!s_last) return;
+	} else {
+		__threadfence();
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			const int done = atomicAdd(&counter[kvh], 1);
+			s_last = done == narr - 1;
+			if (s_last) counter[kvh] = 0;
+		}
+		__syncthreads();
+		if (!s_last) return;
+		__threadfence();
 	}
-	__syncthreads();
-	if (!s_last) return;
-	__threadfence();
 	// the persistent step's two-level combine: level 1 of every group from the
 	// partials here
 	const bool pgroup = !CLU && two && ns > ATT_CLN;
@@ -5200,6 +5253,11 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 		att_cluster_cfg(cfg, attr, grid, csize, s);
 		cfg.dynamicSmemBytes = dyn;
 		CK(ctx, cudaLaunchKernelEx(&cfg, k, q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos));
+		return SK_OK;
+	}
+	if (rcol && ATT_RING_PDL) {
+		CK(ctx, launch_pdl(ctx, k, grid, dim3(ATT3_WARPS * 32), dyn, q, kc, vc, part, out, counter, n_head, n_kv, hd,
+		                   max_ctx, nsplit, pos));
 		return SK_OK;
 	}
 	k<<<grid, ATT3_WARPS * 32, dyn, s>>>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos);
