@@ -3966,7 +3966,11 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // issued early) it lost: 339.2 (7B Q8_0) and 368.7 (7B Q4_K_M) against 341.3
 // and 379.7. Also dropped: the next 2, 4 or 8 stages' rows asked of L2
 // (prefetch.global.L2) before the wait, 338.2 / 341.3, 335.8 / 336.1 and
-// 326.1 / 327.7 for 7B Q8_0 (7B Q4_K_M 374.7, 368.6, 359.5).
+// 326.1 / 327.7 for 7B Q8_0 (7B Q4_K_M 374.7, 368.6, 359.5); and, with it,
+// more stages before the wait: one block per SM with 6 stages
+// (ATT2_PER_SM=1, five stages early) 340.2 / 340.1 and 371.9 / 371.6, stages
+// of 32 keys x 6 338.9 / 339.8 and 371.4 / 371.7, against 347.8 / 346.5 and
+// 380.2 / 380.2.
 #ifndef ATT_RING_PDL
 #define ATT_RING_PDL 1
 #endif
