@@ -5011,9 +5011,9 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	if (ATT_ACQREL) {
 		// the block's partial writes ordered before thread 0's arrival by the
 		// barrier, the arrival a release (and, for the last block, an acquire
-		// that the barrier after it extends to every thread): one gpu-scope
-		// fence in thread 0 instead of two sequentially consistent fences in
-		// every thread
+		// that the barrier after it extends to every thread): one
+		// acquire-release atomic in thread 0 instead of two sequentially
+		// consistent fences in every thread
 		__syncthreads();
 		if (threadIdx.x == 0) {
 			int done;
