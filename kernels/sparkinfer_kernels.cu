@@ -5008,33 +5008,23 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// with cgroup) combines the splits (the groups)
 	const int narr = cgroup ? nact : ns;
 	__shared__ int s_last;
-	if (ATT_ACQREL) {
-		// the block's partial writes ordered before thread 0's arrival by the
-		// barrier, the arrival a release (and, for the last block, an acquire
-		// that the barrier after it extends to every thread): one
-		// acquire-release atomic in thread 0 instead of two sequentially
-		// consistent fences in every thread
-		__syncthreads();
-		if (threadIdx.x == 0) {
-			int done;
+	// ATT_ACQREL: the block's partial writes are ordered before thread 0's
+	// arrival by the barrier, the arrival is a release (and, for the last
+	// block, an acquire that the barrier after it extends to every thread)
+	if (!ATT_ACQREL) __threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		int done;
+		if (ATT_ACQREL)
 			asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(done) : "l"(&counter[kvh]) : "memory");
-			s_last = done == narr - 1;
-			if (s_last) counter[kvh] = 0;
-		}
-		__syncthreads();
-		if (!s_last) return;
-	} else {
-		__threadfence();
-		__syncthreads();
-		if (threadIdx.x == 0) {
-			const int done = atomicAdd(&counter[kvh], 1);
-			s_last = done == narr - 1;
-			if (s_last) counter[kvh] = 0;
-		}
-		__syncthreads();
-		if (!s_last) return;
-		__threadfence();
+		else
+			done = atomicAdd(&counter[kvh], 1);
+		s_last = done == narr - 1;
+		if (s_last) counter[kvh] = 0;
 	}
+	__syncthreads();
+	if (!s_last) return;
+	if (!ATT_ACQREL) __threadfence();
 	// the persistent step's two-level combine: level 1 of every group from the
 	// partials here
 	const bool pgroup = !CLU && two && ns > ATT_CLN;
