@@ -1,5 +1,6 @@
 // Decode attention alone: how many clusters of the attention kernels the GPU
-// places at once (cudaOccupancyMaxActiveClusters), and the time of one decode
+// places at once (cudaOccupancyMaxActiveClusters; the ring kernel with its
+// dynamic shared memory at cluster sizes 2-8), and the time of one decode
 // attention launch at TinyLlama's and Llama-2-7B's shapes (32 heads; 4 kv
 // heads at head_dim 64, 32 at 128) after 128, 1k, 4k and 16k tokens of
 // context: the median of 15 replays of a CUDA graph of 20 launches, per
@@ -40,6 +41,23 @@ static void clusters_report() {
 				       cudaGetErrorString(e));
 				cudaGetLastError();
 			}
+	// the ring kernel in clusters, with its dynamic shared memory (two blocks per SM)
+	const attn_fn kr = att_kern[1][ATT_COL_RING];
+	if (cudaFuncSetAttribute(kr, cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_RING_BYTES) != cudaSuccess) {
+		printf("clusters ring: %d B of dynamic shared memory do not fit (%s)\n", ATT_RING_BYTES,
+		       cudaGetErrorString(cudaGetLastError()));
+		return;
+	}
+	for (int cs = 2; cs <= 8; cs++) {
+		cudaLaunchConfig_t cfg;
+		cudaLaunchAttribute attr;
+		att_cluster_cfg(cfg, attr, dim3(1, cs), cs, nullptr);
+		cfg.dynamicSmemBytes = ATT_RING_BYTES;
+		int n = -1;
+		cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kr, &cfg);
+		printf("clusters ring (%d B dynamic) size %d: max active %d (%s)\n", ATT_RING_BYTES, cs, n, cudaGetErrorString(e));
+		cudaGetLastError();
+	}
 }
 
 // us per launch of 15 replays of a graph of 20 launches, sorted

@@ -6,7 +6,7 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab trace probe;
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab trace probe chain;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 2); the `variants` stage runs stories,
@@ -149,6 +149,15 @@ if has probe; then
 	${NVCC:-nvcc} -O3 -std=c++17 -Ikernels -gencode arch=compute_90,code=sm_90 ${PROBE_FLAGS:-} -o /tmp/ab/attn-probe \
 		scripts/attn-probe.cu -DKSRC="\"$PWD/kernels/sparkinfer_kernels.cu\"" > /tmp/ab/attn-probe.log 2>&1 || { tail -5 /tmp/ab/attn-probe.log; exit 1; }
 	/tmp/ab/attn-probe | tee "$OUT/attn-probe.txt"
+fi
+if has chain; then
+	# the launch chain's ceiling (scripts/chain-probe.cu): launches that only stream a 7B Q8_0 layer's bytes at 4k
+	# tokens of context, with and without programmatic dependent launch, early loads and an activation read
+	log "chain probe"
+	mkdir -p /tmp/ab
+	${NVCC:-nvcc} -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -o /tmp/ab/chain-probe scripts/chain-probe.cu \
+		> /tmp/ab/chain-probe.log 2>&1 || { tail -5 /tmp/ab/chain-probe.log; exit 1; }
+	/tmp/ab/chain-probe | tee "$OUT/chain-probe.txt"
 fi
 if has ab; then
 	# A/B of kernel builds in one machine start: AB is a space-separated list
