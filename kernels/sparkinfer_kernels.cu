@@ -1834,6 +1834,20 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane, i
 // launch wait when the two-thread prologue runs (TinyLlama Q8_0 1,185 / 908
 // against 1,155 / 889 after the prologue; TinyLlama Q4_K_M lost 2.7% with
 // it, so the K-quant kernels load after the prologue). 0: never.
+// Measured on 7B Q8_0 at 4k tokens of context (session 20; decode tok/s, 3
+// runs, two rounds, each against the landed kernels in the same machine
+// start): 0 342.2 / 343.5 against 349.6 / 349.2; x taken by one bulk copy
+// into shared memory 333.8 / 333.1 against the same (the copy took 3.3 us;
+// the loads' prologue phases take 2.5-3 us); the first item's loads issued
+// after x's, past the wait, 349.0 / 348.1 against 350.1 / 349.7 (TinyLlama
+// Q8_0 at 128 / 4k lost: 1,280.2 / 1,173.6 against 1,332.2 / 1,194.9); the
+// down GEMV (11,008 columns, no norm) issuing its first item before the
+// wait too, x one block of 32 at a time (room for the item's registers),
+// 324.9 / 328.1 against 347.5 / 346.6. The prologue is not long because its
+// x loads queue behind the weights' (the trace kept it at 2.1-2.7 us with x
+// loaded first); scripts/chain-probe.cu puts a dependent 16 KB read of x
+// after the wait at 1 us per launch in a plain streaming chain, the same
+// with 8 copies of x (so not the one vector's L2 lines either).
 #ifndef G2_PRE
 #define G2_PRE 1
 #endif
@@ -3971,6 +3985,17 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // (ATT2_PER_SM=1, five stages early) 340.2 / 340.1 and 371.9 / 371.6, stages
 // of 32 keys x 6 338.9 / 339.8 and 371.4 / 371.7, against 347.8 / 346.5 and
 // 380.2 / 380.2.
+// Dropped in session 20 (7B Q8_0 at 4k, as above, against 347.5 / 346.6 in
+// the same machine start): splits of equal length (rounded to 8 keys, not
+// 32: the last split had 304 of 544 keys) 346.4 / 345.3; each block, once
+// its keys are done, asking L2 for its share of the O GEMV's weights
+// (prefetch.global.L2) 346.3 / 347.2, with the K and V copies evict-first
+// 347.8 / 347.6; a kv head's splits in one cluster of 7 merged through
+// distributed shared memory (the H200 places at most 32 such clusters at
+// once, 30 of 8) 313.4 / 313.4 (7B Q4_K_M at 4k / 16k 349.2 / 207.3
+// against 378.3 / 245.6; alone at 4k / 16k 23.22 / 86.30 us against 21.69 /
+// 65.66): its blocks' starts spread over 18.4 us, as clusters wait for
+// whole groups of free places.
 #ifndef ATT_RING_PDL
 #define ATT_RING_PDL 1
 #endif
