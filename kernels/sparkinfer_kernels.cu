@@ -2151,6 +2151,19 @@ __device__ __forceinline__ void quant16h(const float4 xv[4], const float4 wv[4],
 // G2_Q4K_Q6K for Q4_K matrices with a Q6_K last one (see gemv2_pick), or
 // -1 for any mix.
 //
+// k_gemv2's shared memory for a quantized activation of cols columns (g2_body's
+// layout, g2_prologue_bytes): each int8 level takes g2_qbytes (a multiple of
+// 64 bytes: xsw), each per-block-of-32 array g2_dbytes (int on the device,
+// size_t on the host)
+template <typename I>
+__host__ __device__ constexpr I g2_qbytes(I cols) {
+	return (cols + 63) & ~(I)63;
+}
+template <typename I>
+__host__ __device__ constexpr I g2_dbytes(I cols) {
+	return ((cols / 32) * 4 + 15) & ~(I)15;
+}
+
 // The body is a device function (g2_body) shared by k_gemv2 and the
 // persistent decode kernel, which runs it for "virtual" block bid of nblk.
 // MK: inside the persistent kernel, where x was written by other blocks of
@@ -2211,8 +2224,8 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	TRACE_START();
 	const int cols = ms.m[0].cols;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int qbytes = need_q ? ((cols + 63) & ~63) : 0;  // (a multiple of 64: xsw)
-	const int dbytes = need_q ? (((cols / 32) * 4 + 15) & ~15) : 0;
+	const int qbytes = need_q ? g2_qbytes(cols) : 0;
+	const int dbytes = need_q ? g2_dbytes(cols) : 0;
 	int8_t *xq = (int8_t *)g2_smem;
 	int8_t *xq2 = xq + qbytes;
 	float *xd = (float *)(g2_smem + 2 * qbytes);
@@ -2626,7 +2639,7 @@ static Mats g2_mats(int nmat, const sk_matrix *const *W, bool swiglu, int *need_
 static size_t g2_prologue_bytes(int cols, int need_q, int need_f) {
 	const size_t c = (size_t)cols;
 	size_t b = 0;
-	if (need_q) b += 2 * ((c + 63) & ~(size_t)63) + 7 * (((c / 32) * 4 + 15) & ~(size_t)15);
+	if (need_q) b += 2 * g2_qbytes(c) + 7 * g2_dbytes(c);
 	if (need_f) b += c * 4;
 	return b;
 }
