@@ -2258,6 +2258,12 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// at most 128 blocks of 32 (4,096 columns): two threads per block (quant16h),
 	// so that every thread of the block quantizes
 	// (at most 128 blocks: the same choice at 16 warps as at 8)
+	// What this prologue costs (session 21, knock-out builds with wrong
+	// output, 7B Q8_0 decode at 4k, 3 runs, two rounds, against 350.0 /
+	// 350.2): no quantization 352.4 / 352.5; neither it nor the norm 351.5 /
+	// 352.0 (another machine start, against 347.3 / 347.1); none of the
+	// prologue (no x loads either) 361.3 / 358.9; the down GEMV's
+	// quantization (the path below) left out 346.5 / 344.2.
 	const bool ph = G2_HALF && pq && nb32 <= (W * 16 < 128 ? W * 16 : 128);
 	const int hb = threadIdx.x >> 1, hh = threadIdx.x & 1;
 	const bool hok = ph && hb < nb32;
@@ -2684,7 +2690,12 @@ static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int 
 // and 1,282.3 / 1,178.8 against 1,279.2 / 1,170.3 and 1,290.2 / 1,173.8. No
 // prefetch at all (0) and limits of 8 and 13 MB read the same as 10 within
 // 1.5% for the 7B models; TinyLlama's rounds of one setting differ by more
-// than its settings do (PERF.md, sixteenth version).
+// than its settings do (PERF.md, sixteenth version). 7B Q8_0's first pairs
+// (16-18 MB but the down GEMV's) are left out by 10 MB; session 21 tried
+// them (7B Q8_0 at 4k, 3 runs, two rounds): SPARKINFER_G2_PF_MAX=20 read
+// 343.2 / 342.6 against 348.1 / 350.1, and the first bytes of each first row
+// up to 10 MB per launch (a partial prefetch) 351.3 / 351.3 against 353.5 /
+// 353.9 (both with ATT_R1).
 static int g2_pf(const sk_ctx *ctx, int nmat, const sk_matrix *const *W, int npairs, int grid) {
 	double bytes = 0;
 	for (int i = 0; i < nmat; i++) bytes += (double)W[i]->bytes;
@@ -3752,7 +3763,13 @@ static bool att2_two(const sk_ctx *ctx, int G) { return att2_clu(ctx, G) && ctx-
 static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	// one wave: k_attn3_split runs two blocks per SM (its register budget);
 	// rounding up put 288 blocks on 264 places for 7B's 32 kv heads and
-	// cost 4.5% of its decode speed at 4k tokens of context
+	// cost 4.5% of its decode speed at 4k tokens of context. Several whole
+	// waves of shorter splits for the ring (so that the block scheduler
+	// balances the SMs) lost too (session 21, 7B Q8_0 at 4k, 3 runs, two
+	// rounds): 2, 3, 4 and 6 times the splits 329.4 / 332.1, 330.6 / 333.0,
+	// 331.5 / 331.8 and 332.4 / 332.7 against 347.3 / 347.1 (7B Q4_K_M at 4k
+	// 356.5, 355.8, 354.6 against 370.7); the trace at 3 times put the
+	// attention at 27.8-30.5 us a layer against 24.7
 	int ns = ATT2_PER_SM * ctx->sm_count / n_kv;
 	const int mn = att2_min(n_head / n_kv);
 	const int cap = (max_ctx + mn - 1) / mn;
@@ -3985,7 +4002,9 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // 458.2 / 360.4 with 0, 459.0 / 337.0 with 1, 457.5 / 349.6 for the
 // eight-lanes-per-key kernel (which triggers at its start); 7B Q8_0 395.3 /
 // 319.6, 396.2 / 301.8 and 395.6 / 307.5. (Triggering at the start as well:
-// 7B Q4_K_M at 2k 365.0 against 386.4.)
+// 7B Q4_K_M at 2k 365.0 against 386.4.) Again with the early ring launch and
+// ATT_R1 (session 21, 7B Q8_0 at 4k): 1 read 324.7 / 324.7 against 353.5 /
+// 353.9.
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif
