@@ -13,6 +13,11 @@
 # A -DSK_TRACE=2 build records a GEMV's prologue in its three phases instead
 # (x loaded, the norm's reduction, the quantization); TRACE_PHASES=x,norm,quant
 # names the columns so.
+# TRACE_SM=1 adds, for the step's attention launches, when each SM's blocks
+# finish their keys: by the number of the launch's blocks on the SM, the
+# latest SMs of the first launch, and whether the same SMs are late in every
+# launch (each SM's mean rank in the two halves of the step's launches, and
+# their correlation: near 1 if lateness follows the SM, near 0 if random).
 # (run by `scripts/gpu-check.sh run trace`)
 import csv, os, sys, statistics as st
 P = os.environ.get("TRACE_PHASES", "wait,prologue,body").split(",")
@@ -65,3 +70,36 @@ for k, c in enumerate(step):
 print("per kind: count, span sum, gap sum, %s medians summed (us)" % "/".join(P))
 for n, v in agg.items():
     print(("  %-22s %3d  span %8.1f  gap %7.1f  " + P[0] + " %6.1f " + P[1] + " %6.1f " + P[2] + " %7.1f") % (n, *v))
+
+if os.environ.get("TRACE_SM") == "1":
+    att = [c for c in step if c["key"][0] == 1000]
+    ranks = []  # per launch: {sm: mean rank of its blocks' keys ends, 0 (first) .. 1 (last)}
+    for k, c in enumerate(att):
+        R = c["recs"]
+        s0 = min(r["g0"] for r in R)
+        kend = lambda r: (r["g0"] - s0) / 1e3 + r["c1"] / ghz / 1e3  # us after the launch's first start
+        by_sm = {}
+        for r in R:
+            by_sm.setdefault(r["sm"], []).append(kend(r))
+        order = sorted(kend(r) for r in R)
+        pos = lambda v: order.index(v) / max(1, len(order) - 1)
+        ranks.append({sm: st.mean(pos(v) for v in vs) for sm, vs in by_sm.items()})
+        if k == 0:
+            print("attention keys ends, first launch (us after its first block's start):")
+            for nb in sorted(set(len(v) for v in by_sm.values())):
+                ends = [max(v) for v in by_sm.values() if len(v) == nb]
+                print("  SMs with %d block(s): %3d  latest block's end median %.2f max %.2f" % (nb, len(ends), st.median(ends), max(ends)))
+            late = sorted(by_sm.items(), key=lambda kv: -max(kv[1]))[:12]
+            print("  latest SMs: " + ", ".join("%d %.2f" % (sm, max(v)) for sm, v in late))
+    if len(ranks) >= 4:
+        h = len(ranks) // 2
+        sms = sorted(set.intersection(*[set(r) for r in ranks]))
+        m1 = [st.mean(r[sm] for r in ranks[:h]) for sm in sms]
+        m2 = [st.mean(r[sm] for r in ranks[h:]) for sm in sms]
+        mu1, mu2 = st.mean(m1), st.mean(m2)
+        cov = sum((a - mu1) * (b - mu2) for a, b in zip(m1, m2))
+        den = (sum((a - mu1) ** 2 for a in m1) * sum((b - mu2) ** 2 for b in m2)) ** 0.5
+        print("attention: per-SM mean rank of the keys ends, first half of the step's %d launches against the second: correlation %.2f over %d SMs" % (len(ranks), cov / den if den else float("nan"), len(sms)))
+        allm = sorted(((st.mean(r[sm] for r in ranks), sm) for sm in sms), reverse=True)
+        print("  latest on average (SM mean rank): " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[:12]))
+        print("  earliest on average: " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[-8:]))

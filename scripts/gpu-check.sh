@@ -128,7 +128,8 @@ if has trace; then
 	# where a decode step's time goes, block by block: a -DSK_TRACE=1 build
 	# records the start, end and phases of every GEMV and attention block
 	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a TRACE_CTX-token context (default 128);
-	# TRACE_LEVEL=2: the GEMVs' prologue split into x loaded, norm and quantization instead
+	# TRACE_LEVEL=2: the GEMVs' prologue split into x loaded, norm and quantization instead;
+	# TRACE_SM=1: when each SM's attention blocks finish their keys (scripts/decode-trace.py)
 	log "trace build"
 	mkdir -p /tmp/ab
 	build90 /tmp/ab/trace.so kernels/sparkinfer_kernels.cu -DSK_TRACE=${TRACE_LEVEL:-1} > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
@@ -138,7 +139,7 @@ if has trace; then
 		log "trace $m"
 		SK_TRACE_OUT=/tmp/ab/trace-$m.csv "$SI" bench --device cuda --kernels /tmp/ab/trace.so --kernels-any-digest-unsafe \
 			--model "$MODELS/$m.gguf" --ctx ${TRACE_CTX:-128} --tokens 16 --runs 1 --prefill 16 > /dev/null 2>&1
-		python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; tail -8 "$OUT/trace-$m.txt"
+		python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; tail -${TRACE_TAIL:-8} "$OUT/trace-$m.txt"
 	done
 fi
 if has probe; then
