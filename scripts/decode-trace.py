@@ -77,18 +77,18 @@ if os.environ.get("TRACE_SM") == "1":
     for k, c in enumerate(att):
         R = c["recs"]
         s0 = min(r["g0"] for r in R)
-        kend = lambda r: (r["g0"] - s0) / 1e3 + r["c1"] / ghz / 1e3  # us after the launch's first start
-        by_sm = {}
-        for r in R:
-            by_sm.setdefault(r["sm"], []).append(kend(r))
-        order = sorted(kend(r) for r in R)
-        pos = lambda v: order.index(v) / max(1, len(order) - 1)
-        ranks.append({sm: st.mean(pos(v) for v in vs) for sm, vs in by_sm.items()})
+        # (keys end in us after the launch's first start, SM), earliest first
+        ends = sorted(((r["g0"] - s0) / 1e3 + r["c1"] / ghz / 1e3, r["sm"]) for r in R)
+        by_sm, rk = {}, {}
+        for i, (v, sm) in enumerate(ends):
+            by_sm.setdefault(sm, []).append(v)
+            rk.setdefault(sm, []).append(i / max(1, len(ends) - 1))
+        ranks.append({sm: st.mean(v) for sm, v in rk.items()})
         if k == 0:
             print("attention keys ends, first launch (us after its first block's start):")
             for nb in sorted(set(len(v) for v in by_sm.values())):
-                ends = [max(v) for v in by_sm.values() if len(v) == nb]
-                print("  SMs with %d block(s): %3d  latest block's end median %.2f max %.2f" % (nb, len(ends), st.median(ends), max(ends)))
+                last = [max(v) for v in by_sm.values() if len(v) == nb]
+                print("  SMs with %d block(s): %3d  latest block's end median %.2f max %.2f" % (nb, len(last), st.median(last), max(last)))
             late = sorted(by_sm.items(), key=lambda kv: -max(kv[1]))[:12]
             print("  latest SMs: " + ", ".join("%d %.2f" % (sm, max(v)) for sm, v in late))
     if len(ranks) >= 4:
@@ -96,10 +96,11 @@ if os.environ.get("TRACE_SM") == "1":
         sms = sorted(set.intersection(*[set(r) for r in ranks]))
         m1 = [st.mean(r[sm] for r in ranks[:h]) for sm in sms]
         m2 = [st.mean(r[sm] for r in ranks[h:]) for sm in sms]
-        mu1, mu2 = st.mean(m1), st.mean(m2)
-        cov = sum((a - mu1) * (b - mu2) for a, b in zip(m1, m2))
-        den = (sum((a - mu1) ** 2 for a in m1) * sum((b - mu2) ** 2 for b in m2)) ** 0.5
-        print("attention: per-SM mean rank of the keys ends, first half of the step's %d launches against the second: correlation %.2f over %d SMs" % (len(ranks), cov / den if den else float("nan"), len(sms)))
+        try:
+            corr = "%.2f" % st.correlation(m1, m2)
+        except st.StatisticsError as e:
+            corr = "undefined (%s)" % e
+        print("attention: per-SM mean rank of the keys ends, first half of the step's %d launches against the second: correlation %s over %d SMs" % (len(ranks), corr, len(sms)))
         allm = sorted(((st.mean(r[sm] for r in ranks), sm) for sm in sms), reverse=True)
         print("  latest on average (SM mean rank): " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[:12]))
         print("  earliest on average: " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[-8:]))

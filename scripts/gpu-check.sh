@@ -139,7 +139,7 @@ if has trace; then
 		log "trace $m"
 		SK_TRACE_OUT=/tmp/ab/trace-$m.csv "$SI" bench --device cuda --kernels /tmp/ab/trace.so --kernels-any-digest-unsafe \
 			--model "$MODELS/$m.gguf" --ctx ${TRACE_CTX:-128} --tokens 16 --runs 1 --prefill 16 > /dev/null 2>&1
-		python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; tail -${TRACE_TAIL:-8} "$OUT/trace-$m.txt"
+		python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; sed -n '/^per kind/,$p' "$OUT/trace-$m.txt"
 	done
 fi
 if has probe; then
