@@ -3769,7 +3769,12 @@ static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	// rounds): 2, 3, 4 and 6 times the splits 329.4 / 332.1, 330.6 / 333.0,
 	// 331.5 / 331.8 and 332.4 / 332.7 against 347.3 / 347.1 (7B Q4_K_M at 4k
 	// 356.5, 355.8, 354.6 against 370.7); the trace at 3 times put the
-	// attention at 27.8-30.5 us a layer against 24.7
+	// attention at 27.8-30.5 us a layer against 24.7. Dropped in session 22: pieces
+	// taken by ticket (each kv head's keys in 8 long pieces, one per block,
+	// and 8 short ones of 1/R of a split that blocks take from a counter once
+	// their long piece is issued; a partial slot per piece, combined in order)
+	// 304.4 / 303.9 (R = 8), 311.3 / 312.2 (4), 301.2 / 301.3 (16) against
+	// 351.5 / 351.8: its keys ended at 31.5 us (median) against 19.4
 	int ns = ATT2_PER_SM * ctx->sm_count / n_kv;
 	const int mn = att2_min(n_head / n_kv);
 	const int cap = (max_ctx + mn - 1) / mn;
@@ -4074,8 +4079,33 @@ __host__ __device__ inline bool att2_ring(int G, int hd) { return ATT_RING && G 
 // two rounds in one machine start, against the three-round-trip combine):
 // 7B Q8_0 353.5 / 353.9 against 348.1 / 350.1; 7B Q4_K_M at 4k / 16k 376.4 /
 // 246.4 against 372.4 / 244.7.
+// Dropped (session 22): the same one-round-trip combine for the clustered
+// two-level kernels' level 2 (TinyLlama's long contexts), decode tok/s at
+// 16k, two rounds: TinyLlama Q8_0 843.7 / 842.3 against 845.0 / 835.8,
+// TinyLlama Q4_K_M 888.9 / 889.4 against 889.0 / 889.4.
 #ifndef ATT_R1
 #define ATT_R1 1
+#endif
+// MU: the ring kernel's merge of its warps' stripes (after the keys, before
+// the partials go out) with the stripe loop unrolled: each thread reads
+// every stripe's maximum, sum and its dimension's accumulator from shared
+// memory at once, then computes in the loop's arithmetic and order (the
+// persistent step runs the loop; TestDecodePersistent's ring case compares
+// the two steps' logits bit for bit, and passes). The loop's stripe count
+// is only known at run time there. A/B on the H200 (session 22, decode
+// tok/s at 4k tokens of context, 3 runs, one machine start per line):
+// 7B Q8_0 352.0 / 353.1 against 350.5 / 350.9, and 350.0 / 352.6 / 352.9
+// against 348.1 / 349.6 / 349.7; 7B Q4_K_M at 4k / 16k 380.2 / 246.0
+// against 375.8 / 244.4, and 377.3 / 243.7, 379.5 / 244.0 against 375.3 /
+// 243.8, 372.9 / 243.6. Dropped in the same calls: warp 0 alone merging
+// (4 dimensions per lane), arriving and combining, the other warps leaving
+// after the barrier (no barrier after the merge or the arrival): 350.3 /
+// 350.4 / 350.3, 7B Q4_K_M 374.1 / 242.7, 375.5 / 243.4. Also measured: a
+// knock-out that cut every split to at most 512 keys (8 stages; wrong
+// output, 5.4% fewer keys at 4k) read 355.1 / 355.3 (357.3 / 356.3 with
+// MU), about what the fewer bytes give.
+#ifndef ATT_RING_MU
+#define ATT_RING_MU 1
 #endif
 // (CF: the factors' room, at least ATT2_MAXG)
 template <int CF = ATT_CF, bool R1 = false>
@@ -5038,6 +5068,42 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	// one split (a context of at most chunk keys): the block's merge is the
 	// output, with no partials and no combine
 	__shared__ float cm[ATT2_MAXG], cL[ATT2_MAXG], cf8[ATT2_MAXG * ATT_CLN], cL8[ATT2_MAXG], cM8[ATT2_MAXG];
+	if constexpr (LD == 4 && CLU == 0 && ATT_RING_MU) {
+		// ATT_RING_MU: the loop below for the ring kernel (G = 1, head_dim 128,
+		// one stripe per warp), unrolled
+		if (threadIdx.x < 128) {
+			const int d = threadIdx.x;
+			float mw[ATT3_WARPS], lw[ATT3_WARPS], vw[ATT3_WARPS];
+#pragma unroll
+			for (int t = 0; t < ATT3_WARPS; t++) {
+				mw[t] = sm[t];
+				lw[t] = sl[t];
+				vw[t] = sacc[t][d];
+			}
+			float M = -INFINITY;
+#pragma unroll
+			for (int t = 0; t < ATT3_WARPS; t++) M = fmaxf(M, mw[t]);
+			float a = 0.f, L = 0.f;
+#pragma unroll
+			for (int t = 0; t < ATT3_WARPS; t++) {
+				if (mw[t] != -INFINITY) {
+					const float f = __expf(mw[t] - M);
+					a += vw[t] * f;
+					L += lw[t] * f;
+				}
+			}
+			if (ns == 1) {
+				out[(size_t)kvh * 128 + d] = a / L;
+			} else {
+				float *o = part + ((size_t)kvh * nsplit + s) * (128 + 2);
+				o[2 + d] = a;
+				if (d == 0) {
+					o[0] = M;
+					o[1] = L;
+				}
+			}
+		}
+	} else
 	for (int idx = threadIdx.x; idx < G * hd; idx += blockDim.x) {
 		const int gg = idx / hd, d = idx - gg * hd;
 		float M = -INFINITY;
