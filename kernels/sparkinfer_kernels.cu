@@ -1304,13 +1304,10 @@ __device__ __forceinline__ void trace_rec(unsigned long long g0, long long k0, l
 // SK_TRACE=2: a GEMV block's record splits its prologue instead (c1: from the
 // wait's end until thread 0 holds its x, c2: the norm's block reduction, c3:
 // the quantization and the barrier after it). TRACE_USE waits for a loaded
-// value (a move that reads it) before the next mark.
-#define TRACE_USE(v)                                                   \
-	do {                                                               \
-		unsigned tr_u;                                                 \
-		asm volatile("mov.b32 %0, %1;" : "=r"(tr_u) : "f"(v));         \
-		(void)tr_u;                                                    \
-	} while (0)
+// value before the next mark: a trap if it equals FLT_MAX, which ptxas keeps
+// (until session 22 it was a move of the value into an unused register,
+// which ptxas dropped, so that c1 timed the loads' issue, not their return).
+#define TRACE_USE(v) asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.f32 p, %0, 0f7F7FFFFF;\n\t@p trap;\n\t}" ::"f"(v))
 // the decode attention's phases (thread 0 of the block): keys done, splits
 // merged (in the cluster or into partials); its record's c1, c2, c3 are
 // then keys, merge and the rest (the combine)
