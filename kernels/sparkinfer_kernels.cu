@@ -2261,6 +2261,17 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// 352.0 (another machine start, against 347.3 / 347.1); none of the
 	// prologue (no x loads either) 361.3 / 358.9; the down GEMV's
 	// quantization (the path below) left out 346.5 / 344.2.
+	// Session 23 (7B Q8_0 at 4k, 2 rounds of 3 runs, against 354.3 / 351.8
+	// and 353.0 / 353.5): half of each block's x loads left out (wrong
+	// output) in the 4,096-column GEMVs 355.2 / 351.1, in the down GEMV too
+	// 359.6 / 358.7; G2_WARPS 16 353.6 / 353.7. Dropped: the down GEMV in
+	// thread block clusters of 2 (4) blocks, each loading and quantizing a
+	// half (quarter) of x and storing it into every block's shared memory
+	// (st.shared::cluster, two cluster barriers instead of the block's one):
+	// 340.7 / 341.0 (320.8 / 318.0), with the first item's loads before the
+	// wait 342.0 / 341.7; TinyLlama Q8_0 (down: 5,632 columns) 1,174.7 /
+	// 1,190.9 against 1,197.1 / 1,198.9. Fewer x bytes per launch are not
+	// what the knock-out gained.
 	const bool ph = G2_HALF && pq && nb32 <= (W * 16 < 128 ? W * 16 : 128);
 	const int hb = threadIdx.x >> 1, hh = threadIdx.x & 1;
 	const bool hok = ph && hb < nb32;

@@ -251,6 +251,14 @@ func TestGemvFused(t *testing.T) {
 		// bound (dot2_row)
 		{[]quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}, []int{64, 32, 33}, 4352, true, true},
 		{[]quant.Type{quant.Q4_K}, []int{4400}, 4352, false, true},
+		// Q8_0 without a norm past 128 blocks of 32 (the down GEMVs' one-thread
+		// prologue path, 88 threads with a second block at 11,008 columns):
+		// 7B's and TinyLlama's widths, 3 rows (fewer pairs than warps), and 131
+		// blocks (an odd count)
+		{[]quant.Type{quant.Q8_0}, []int{4100}, 11008, false, true},
+		{[]quant.Type{quant.Q8_0}, []int{3}, 11008, false, false},
+		{[]quant.Type{quant.Q8_0}, []int{130}, 5632, false, false},
+		{[]quant.Type{quant.Q8_0}, []int{66}, 4192, false, true},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v/%v/%d/norm=%v/acc=%v", c.types, c.rows, c.cols, c.norm, c.acc), func(t *testing.T) {
