@@ -786,7 +786,7 @@ static int launch_gemv_b(sk_ctx *ctx, const sk_matrix *W, const float *x, float 
 
 // variant 2 (defined below)
 static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *x, const float *normw,
-                        float eps, const sk_epilogue *epi, int t0);
+                        float eps, const sk_epilogue *epi, int t0, bool xh = false);
 static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *X, int n,
                       const sk_epilogue *epi, float *tmp);
 
@@ -1260,6 +1260,14 @@ __device__ __forceinline__ void epi_pair(const EpiDev &e, int t, int r, float v0
 	__half *c = (region == 1 ? e.kc : e.vc) + ((size_t)h * e.max_ctx + p) * e.hd;
 	c[a] = __float2half(v0);
 	c[b] = __float2half(v1);
+}
+
+// The decode GEMVs' output of one row pair: YH, the SwiGLU as f16
+// (SK_EPI_SWIGLU_F16, the f16 hand-off's kernels), else epi_pair.
+template <bool YH>
+__device__ __forceinline__ void epi_out(const EpiDev &e, int t, int r, float v0, float v1, bool has1) {
+	if (YH) ((__half *)e.y)[(size_t)t * e.ldy + (r >> 1)] = __float2half_rn(silu_mul(v0, v1));
+	else epi_pair(e, t, r, v0, v1, has1);
 }
 
 // ---------------------------------------------------------------- trace (development)
@@ -2178,6 +2186,51 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 	return MK ? __ldcg(x + i) : x[i];
 }
 
+// The FFN's hand-off in f16 (opt-in, SPARKINFER_DOWN_F16=1 when the model
+// is created; not yet measured): the gate/up GEMV's SwiGLU written as f16
+// (SK_EPI_SWIGLU_F16; k_gemv2's G2_IO_YH kernels) and read so by the down
+// GEMV (sk_gemv_fused_f16x; G2_IO_XH). Every block of the down GEMV loads
+// the whole activation (7B: 11,008 columns, 44 KB as floats, 256 blocks per
+// launch); in session 23's knock-outs leaving half of those loads out was
+// worth 1.3-1.8% of 7B Q8_0's decode at 4k. The values are rounded to f16
+// once, as the prefill GEMMs' inputs are (k_to_f16), then quantized to the
+// two int8 levels as before.
+#define G2_IO_XH 1
+#define G2_IO_YH 2
+// The f16-x kernels' first item before the wait (A/B, 1; the Q8_0 one then
+// with P = 2: at P = 4 nvcc 11.8 spilled 128 bytes. Its sums then add in
+// P = 2's order: past 2,048 columns TestSwiGLUFusedF16's bit-for-bit check
+// against the float-x kernel (P = 4) fails with it.)
+#ifndef G2_XPRE
+#define G2_XPRE 0
+#endif
+// 8 f16 values of x (16 bytes, index i) as two float4
+template <bool MK>
+__device__ __forceinline__ uint4 ldxh(const float *x, int i) {
+	return MK ? __ldcg((const uint4 *)x + i) : ((const uint4 *)x)[i];
+}
+__device__ __forceinline__ void h8f(const uint4 u, float4 &a, float4 &b) {
+	const float2 p0 = __half22float2(*(const __half2 *)&u.x), p1 = __half22float2(*(const __half2 *)&u.y);
+	const float2 p2 = __half22float2(*(const __half2 *)&u.z), p3 = __half22float2(*(const __half2 *)&u.w);
+	a = make_float4(p0.x, p0.y, p1.x, p1.y);
+	b = make_float4(p2.x, p2.y, p3.x, p3.y);
+}
+// floats 32b + 16h .. + 16n of x (n: 1 or 2 halves of a block of 32) into
+// xr[0 .. 4n), from floats or (xh) halves
+template <bool MK, int N>
+__device__ __forceinline__ void ldx_blk(const float *x, bool xh, int b, int h, float4 *xr) {
+	if (xh) {
+		uint4 u[2 * N];
+#pragma unroll
+		for (int i = 0; i < 2 * N; i++) u[i] = ldxh<MK>(x, 4 * b + 2 * h + i);
+#pragma unroll
+		for (int i = 0; i < 2 * N; i++) h8f(u[i], xr[2 * i], xr[2 * i + 1]);
+	} else {
+#pragma unroll
+		for (int i = 0; i < 4 * N; i++) xr[i] = ldx4<MK>(x, 8 * b + 4 * h + i);
+	}
+}
+
 // L2 prefetch of the rows of the first npf row pairs of each warp of
 // virtual block bid (the weights do not depend on x).
 template <int W>
@@ -2214,11 +2267,20 @@ __device__ __forceinline__ float g2_norm_scale(float ss, float *red, int cols, f
 	return rsqrtf(tot / cols + eps);
 }
 
-template <int T, bool MK, int P = 0, int W = G2_WARPS>
+// IO: G2_IO_XH, x holds f16 values and has no norm (the host checks that
+// the matrices are quantized and cols % 32 == 0); G2_IO_YH, the epilogue is
+// SK_EPI_SWIGLU_F16's (the host launches these kernels for it alone).
+template <int T, bool MK, int P = 0, int W = G2_WARPS, int IO = 0>
 __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const float *__restrict__ normw, float eps,
                                         int need_q, int need_f, int t0, const EpiDev &e, unsigned char *g2_smem,
                                         int bid, int nblk) {
 	TRACE_START();
+	constexpr bool XH = IO & G2_IO_XH, YH = IO & G2_IO_YH;
+	if (XH) {  // (what the host checked, for the compiler)
+		normw = nullptr;
+		need_q = 1;
+		need_f = 0;
+	}
 	const int cols = ms.m[0].cols;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int qbytes = need_q ? g2_qbytes(cols) : 0;
@@ -2251,6 +2313,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// runs them at 997 and 354 (the same build without it: 1,187 and 418).
 	const bool pq = need_q && (cols & 31) == 0 && ((uintptr_t)x & 15) == 0 &&
 	                (!normw || ((uintptr_t)normw & 15) == 0);
+	constexpr bool xh = XH;
 	const int nb32 = cols / 32, b0 = threadIdx.x;
 	// at most 128 blocks of 32 (4,096 columns): two threads per block (quant16h),
 	// so that every thread of the block quantizes
@@ -2280,6 +2343,9 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// loads go out before the wait (G2_PRE, Q8_0) when the two-thread prologue
 	// runs (its registers leave room for them), else after the prologue.
 	constexpr bool PIPE = P > 0 && !MK;
+	// the f16-x kernels' first item before the wait (G2_XPRE; x's f16 loads
+	// leave room for its registers)
+	constexpr bool XPRE = PIPE && XH && G2_XPRE;
 	static_assert(!PIPE || T == SK_Q8_0 || T == SK_Q4_K || T == SK_Q6_K || T == G2_Q4K_Q6K, "pipelined types");
 	constexpr int U = P > 0 ? P : 1;
 	G2Raw<U> A, B;
@@ -2301,10 +2367,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		pdl_trigger();
 		pdl_wait();
 		TRACE_MARK(tr_k1);
-		if (hok) {
-#pragma unroll
-			for (int i = 0; i < 4; i++) xr[i] = ldx4<MK>(x, 8 * hb + 4 * hh + i);
-		}
+		if (hok) ldx_blk<MK, 1>(x, xh, hb, hh, xr);
 #if SK_TRACE == 2
 		if (hok) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x);
 #endif
@@ -2333,6 +2396,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		}
 		// (launched with programmatic dependent launch: x and the epilogue's
 		// outputs belong to the predecessor until here)
+		if (XPRE) first();
 		if (!MK) {
 			pdl_trigger();
 			pdl_wait();
@@ -2347,19 +2411,42 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		const int b1 = b0 + W * 32;
 		const bool two = pq && !ph && b1 < nb32;
 		float4 xr1[8];
-		if (pq && !ph && b0 < nb32) {
+		const bool one = pq && !ph && b0 < nb32;
+		// xh: the f16 loads, every one issued before any conversion waits on
+		// one, each block converted where it is quantized (fewer registers
+		// live: x has no norm then)
+		uint4 u0[4], u1[4];
+		if (xh) {
+			if (one) {
 #pragma unroll
-			for (int i = 0; i < 8; i++) xr[i] = ldx4<MK>(x, 8 * b0 + i);
-		}
-		if (hok) {
+				for (int i = 0; i < 4; i++) u0[i] = ldxh<MK>(x, 4 * b0 + i);
+			}
+			if (hok) {
 #pragma unroll
-			for (int i = 0; i < 4; i++) xr[i] = ldx4<MK>(x, 8 * hb + 4 * hh + i);
-		}
-		if (two) {
+				for (int i = 0; i < 2; i++) u0[i] = ldxh<MK>(x, 4 * hb + 2 * hh + i);
+			}
+			if (two) {
 #pragma unroll
-			for (int i = 0; i < 8; i++) xr1[i] = ldx4<MK>(x, 8 * b1 + i);
+				for (int i = 0; i < 4; i++) u1[i] = ldxh<MK>(x, 4 * b1 + i);
+			}
+		} else {
+			if (one) ldx_blk<MK, 2>(x, false, b0, 0, xr);
+			if (hok) ldx_blk<MK, 1>(x, false, hb, hh, xr);
+			if (two) ldx_blk<MK, 2>(x, false, b1, 0, xr1);
 		}
+		// u0 into xr (for blocks b0 / hb), u1 into xr1 (b1)
+		auto cvt0 = [&]() {
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				if (one || i < 2) h8f(u0[i], xr[2 * i], xr[2 * i + 1]);
+		};
+		auto cvt1 = [&]() {
+#pragma unroll
+			for (int i = 0; i < 4; i++) h8f(u1[i], xr1[2 * i], xr1[2 * i + 1]);
+		};
 #if SK_TRACE == 2
+		if (xh && (one || hok)) cvt0();
+		if (xh && two) cvt1();
 		if (hok) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x);
 		if (pq && !ph && b0 < nb32) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x + xr[4].x + xr[5].x + xr[6].x + xr[7].x);
 		if (two) TRACE_USE(xr1[0].x + xr1[1].x + xr1[2].x + xr1[3].x + xr1[4].x + xr1[5].x + xr1[6].x + xr1[7].x);
@@ -2384,8 +2471,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 				}
 				for (int b = b1 + W * 32; b < nb32; b += W * 32) {  // more than 512 blocks of 32
 					float4 v[8];
-#pragma unroll
-					for (int i = 0; i < 8; i++) v[i] = ldx4<MK>(x, 8 * b + i);
+					ldx_blk<MK, 2>(x, xh, b, 0, v);
 #pragma unroll
 					for (int i = 0; i < 8; i++) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
 				}
@@ -2399,11 +2485,14 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
 		}
 		if (ph) {
+			if (SK_TRACE != 2 && xh && hok) cvt0();
 			if (hb < W * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
 				quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
 		} else if (pq) {
+			if (SK_TRACE != 2 && xh && one) cvt0();
 			if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum, xs16);
 			if (two) {
+				if (SK_TRACE != 2 && xh) cvt1();
 				float4 wv[8];
 #pragma unroll
 				for (int i = 0; i < 8; i++) wv[i] = normw ? __ldg((const float4 *)normw + 8 * b1 + i) : make_float4(1.f, 1.f, 1.f, 1.f);
@@ -2411,9 +2500,10 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			}
 			for (int b = b1 + W * 32; b < nb32; b += W * 32) {  // more than 512 blocks of 32
 				float4 xv[8], wv[8];
+				if (xh) ldx_blk<MK, 2>(x, true, b, 0, xv);
 #pragma unroll
 				for (int i = 0; i < 8; i++) {
-					xv[i] = ldx4<MK>(x, 8 * b + i);
+					if (!xh) xv[i] = ldx4<MK>(x, 8 * b + i);
 					wv[i] = normw ? __ldg((const float4 *)normw + 8 * b + i) : make_float4(1.f, 1.f, 1.f, 1.f);
 				}
 				quant32n(xv, wv, normw != nullptr, scale, b, xq, xq2, xd, xd2, xsum, xs16);
@@ -2479,7 +2569,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 				}
 			}
 		}
-		if (PIPE) first();
+		if (PIPE && !XPRE) first();
 	}
 	__syncthreads();
 	TRACE_MARK(tr_k2);
@@ -2508,7 +2598,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			if (cn == 0) {
 				s0 = warp_sum(s0);
 				s1 = warp_sum(s1);
-				if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, ms.swiglu || 2 * p + 1 < total);
+				if (lane == 0) epi_out<YH>(e, t0, 2 * p, s0, s1, ms.swiglu || 2 * p + 1 < total);
 				s0 = s1 = 0.f;
 			}
 			p = pn;
@@ -2538,7 +2628,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			}
 			s0 = warp_sum(s0);
 			s1 = warp_sum(s1);
-			if (lane == 0) epi_pair(e, t0, 2 * p, s0, s1, L.has1);
+			if (lane == 0) epi_out<YH>(e, t0, 2 * p, s0, s1, L.has1);
 		}
 	}
 #if SK_TRACE
@@ -2550,13 +2640,14 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #endif
 }
 
-// P: 0 the dot2_row body, else the pipelined one (Q8_0: P pieces per item)
-template <int T, int P = 0>
+// P: 0 the dot2_row body, else the pipelined one (Q8_0: P pieces per item);
+// IO: f16 input or output (see g2_body)
+template <int T, int P = 0, int IO = 0>
 __global__ void __launch_bounds__(G2_WARPS * 32, G2_MINB) k_gemv2(Mats ms, const float *__restrict__ x,
                                                          const float *__restrict__ normw, float eps, int need_q,
                                                          int need_f, int t0, EpiDev e) {
 	extern __shared__ __align__(16) unsigned char g2_smem[];
-	g2_body<T, false, P>(ms, x, normw, eps, need_q, need_f, t0, e, g2_smem, blockIdx.x, gridDim.x);
+	g2_body<T, false, P, G2_WARPS, IO>(ms, x, normw, eps, need_q, need_f, t0, e, g2_smem, blockIdx.x, gridDim.x);
 }
 
 typedef void (*gemv2_fn)(Mats, const float *, const float *, float, int, int, int, EpiDev);
@@ -2565,7 +2656,16 @@ typedef void (*gemv2_fn)(Mats, const float *, const float *, float, int, int, in
 static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>,          k_gemv2<SK_Q8_0>,    k_gemv2<SK_Q4_K>,
                                          k_gemv2<SK_Q6_K>,     k_gemv2<G2_Q4K_Q6K>, k_gemv2<SK_Q8_0, 2>,
                                          k_gemv2<SK_Q8_0, 4>,  k_gemv2<SK_Q4_K, 1>, k_gemv2<SK_Q6_K, 1>,
-                                         k_gemv2<G2_Q4K_Q6K, 1>};
+                                         k_gemv2<G2_Q4K_Q6K, 1>,
+                                         // f16 x: 5, 6, 7, 2, 8, 3 (g2_io_kernel)
+                                         k_gemv2<SK_Q8_0, 2, G2_IO_XH>, k_gemv2<SK_Q8_0, 4, G2_IO_XH>,
+                                         k_gemv2<SK_Q4_K, 1, G2_IO_XH>, k_gemv2<SK_Q4_K, 0, G2_IO_XH>,
+                                         k_gemv2<SK_Q6_K, 1, G2_IO_XH>, k_gemv2<SK_Q6_K, 0, G2_IO_XH>,
+                                         // f16 SwiGLU out: 0, 5, 6, 7, 2, 8, 3
+                                         k_gemv2<-1, 0, G2_IO_YH>, k_gemv2<SK_Q8_0, 2, G2_IO_YH>,
+                                         k_gemv2<SK_Q8_0, 4, G2_IO_YH>, k_gemv2<SK_Q4_K, 1, G2_IO_YH>,
+                                         k_gemv2<SK_Q4_K, 0, G2_IO_YH>, k_gemv2<SK_Q6_K, 1, G2_IO_YH>,
+                                         k_gemv2<SK_Q6_K, 0, G2_IO_YH>};
 
 #ifndef G2_MIX
 #define G2_MIX 1  // 0: the generic kernel for Q4_K + Q6_K too (A/B)
@@ -2600,6 +2700,21 @@ static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>,          k_gemv2<SK_Q8_0>,
 #ifndef G2_KP_FEW
 #define G2_KP_FEW 8192  // the longest such rows (0: never)
 #endif
+// The f16-x (io G2_IO_XH) or f16-SwiGLU (G2_IO_YH) kernel of gemv2_pick's
+// kernel f (null: none, e.g. for mixed types with f16 x).
+static gemv2_fn g2_io_kernel(gemv2_fn f, int io) {
+	static const int xh_from[6] = {5, 6, 7, 2, 8, 3}, yh_from[7] = {0, 5, 6, 7, 2, 8, 3};
+	if (io == 0) return f;
+	if (io == G2_IO_XH) {
+		for (int i = 0; i < 6; i++)
+			if (f == gemv2_kernels[xh_from[i]]) return gemv2_kernels[10 + (G2_XPRE && i == 1 ? 0 : i)];
+	} else if (io == G2_IO_YH) {
+		for (int i = 0; i < 7; i++)
+			if (f == gemv2_kernels[yh_from[i]]) return gemv2_kernels[16 + i];
+	}
+	return nullptr;
+}
+
 static gemv2_fn gemv2_pick(int nmat, const sk_matrix *const *W, bool swiglu, bool few) {
 	int u = W[0]->type;
 	for (int i = 1; i < nmat; i++)
@@ -2666,6 +2781,7 @@ static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int 
 		if (!e->y || e->ldy < rows + e->roff || e->roff < 0) return fail(ctx, SK_E_ARG, "fused op: bad y/ldy/roff");
 		return SK_OK;
 	case SK_EPI_SWIGLU:
+	case SK_EPI_SWIGLU_F16:
 		if (nmat != 2 || !e->y || e->ldy < rows0) return fail(ctx, SK_E_ARG, "fused op: swiglu needs 2 matrices and y");
 		return SK_OK;
 	case SK_EPI_QKV: {
@@ -2711,24 +2827,30 @@ static int g2_pf(const sk_ctx *ctx, int nmat, const sk_matrix *const *W, int npa
 	return npairs > 0 && bytes * first / npairs <= ctx->g2_pf_max ? -1 : 0;
 }
 
+static bool epi_swiglu(const sk_epilogue *e) { return e && (e->mode == SK_EPI_SWIGLU || e->mode == SK_EPI_SWIGLU_F16); }
+
 // Launch the fused GEMV for token t0 of the epilogue (x points at that token).
+// xh: x holds f16 values (sk_gemv_fused_f16x: quantized matrices, cols % 32
+// == 0, x 16-byte aligned, no norm).
 static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *x, const float *normw,
-                        float eps, const sk_epilogue *epi, int t0) {
+                        float eps, const sk_epilogue *epi, int t0, bool xh) {
 	if (nmat < 1 || nmat > G2_MAXMAT || !W || !x) return fail(ctx, SK_E_ARG, "sk_gemv_fused: bad arguments");
 	for (int i = 0; i < nmat; i++) {
 		if (!W[i]) return fail(ctx, SK_E_ARG, "sk_gemv_fused: null matrix %d", i);
 		if (W[i]->cols != W[0]->cols) return fail(ctx, SK_E_ARG, "sk_gemv_fused: matrices differ in cols");
-		if (epi && epi->mode != SK_EPI_SWIGLU && i + 1 < nmat && (W[i]->rows & 1))
+		if (!epi_swiglu(epi) && i + 1 < nmat && (W[i]->rows & 1))
 			return fail(ctx, SK_E_ARG, "sk_gemv_fused: a matrix before the last has odd rows");
 	}
-	if (epi && epi->mode == SK_EPI_SWIGLU && (nmat != 2 || W[0]->rows != W[1]->rows))
+	if (epi_swiglu(epi) && (nmat != 2 || W[0]->rows != W[1]->rows))
 		return fail(ctx, SK_E_ARG, "sk_gemv_fused: swiglu needs two matrices of equal rows");
 	int need_q, need_f;
-	Mats ms = g2_mats(nmat, W, epi && epi->mode == SK_EPI_SWIGLU, &need_q, &need_f);
+	Mats ms = g2_mats(nmat, W, epi_swiglu(epi), &need_q, &need_f);
 	const int total = ms.end[nmat - 1];
 	int rc = check_epi(ctx, epi, ms.swiglu ? W[0]->rows : total, nmat, W[0]->rows);
 	if (rc != SK_OK) return rc;
 	const int cols = W[0]->cols;
+	if (xh && (need_f || !need_q || (cols & 31) || ((uintptr_t)x & 15) || normw))
+		return fail(ctx, SK_E_ARG, "sk_gemv_fused_f16x: needs quantized matrices, cols %% 32 == 0 and a 16-byte aligned x");
 	const size_t smem = g2_prologue_bytes(cols, need_q, need_f);
 	if (smem > 48 * 1024 && (int)smem > ctx->g2_smem) {
 		if (smem > 200 * 1024) return fail(ctx, SK_E_UNSUPPORTED, "sk_gemv_fused: %d cols too long", cols);
@@ -2736,7 +2858,11 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	}
 	const int npairs = ms.swiglu ? W[0]->rows : (total + 1) / 2;
 	// (few: the warps of a wave at G2_MINB blocks per SM)
-	const gemv2_fn kern = gemv2_pick(nmat, W, ms.swiglu, npairs <= ctx->sm_count * G2_MINB * G2_WARPS);
+	const gemv2_fn kern = g2_io_kernel(gemv2_pick(nmat, W, ms.swiglu, npairs <= ctx->sm_count * G2_MINB * G2_WARPS),
+	                                   (xh ? G2_IO_XH : 0) | (epi->mode == SK_EPI_SWIGLU_F16 ? G2_IO_YH : 0));
+	if (!kern)
+		return fail(ctx, SK_E_ARG, xh ? "sk_gemv_fused_f16x: the matrices must share one quantized type, and the epilogue be f32"
+		                              : "sk_gemv_fused: no kernel for this f16 epilogue");
 	const int tiles = (npairs + G2_WARPS - 1) / G2_WARPS;
 	// one wave: as many blocks as fit on the GPU at once, each warp taking
 	// an equal share of pairs (a second, partial wave would idle most SMs)
@@ -2754,7 +2880,14 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 extern "C" int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_x,
                              const float *d_norm_w, float eps, const sk_epilogue *epi) {
 	ENTER(ctx);
-	return gemv2_launch(ctx, nmat, W, d_x, d_norm_w, eps, epi, 0);
+	return gemv2_launch(ctx, nmat, W, d_x, d_norm_w, eps, epi, 0, false);
+}
+
+extern "C" int sk_gemv_fused_f16x(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const uint16_t *d_x,
+                                  const sk_epilogue *epi) {
+	ENTER(ctx);
+	if (!d_x) return fail(ctx, SK_E_ARG, "sk_gemv_fused_f16x: null x");
+	return gemv2_launch(ctx, nmat, W, (const float *)d_x, nullptr, 0.f, epi, 0, true);
 }
 
 // ---------------------------------------------------------------- tensor-core GEMM (prefill)
@@ -3626,6 +3759,7 @@ static int gemm_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const fl
 	if (!W || !X || n <= 0 || nmat < 1 || nmat > 3 || !epi) return fail(ctx, SK_E_ARG, "sk_gemm_fused: bad arguments");
 	for (int i = 0; i < nmat; i++)
 		if (!W[i] || W[i]->cols != W[0]->cols) return fail(ctx, SK_E_ARG, "sk_gemm_fused: matrix %d missing or of other cols", i);
+	if (epi->mode == SK_EPI_SWIGLU_F16) return fail(ctx, SK_E_ARG, "sk_gemm_fused: the f16 swiglu epilogue is the GEMV's");
 	const bool sw = epi->mode == SK_EPI_SWIGLU;
 	if (sw && nmat != 2) return fail(ctx, SK_E_ARG, "sk_gemm_fused: two matrices exactly for swiglu");
 	if (sw && W[1]->rows != W[0]->rows) return fail(ctx, SK_E_ARG, "sk_gemm_fused: gate and up differ in shape");
@@ -5509,6 +5643,7 @@ struct PStep {
 	int fat_max;  // contexts up to this take min(ATT_CLN, nsplit) splits (att2_fat_max)
 	int ring_after;  // contexts past this take the ring's arithmetic (att2_ring_after)
 	float eps;
+	int down_f16;    // the FFN's hand-off in f16 (down_half)
 };
 
 __device__ __forceinline__ float deq_any(int type, const MatDev &m, int r, int c) {
@@ -5525,10 +5660,10 @@ __device__ __forceinline__ float deq_any(int type, const MatDev &m, int r, int c
 
 // The phases as calls (not inlined): each gets the register allocation of
 // its own code instead of the whole step's live values.
-template <int T>
+template <int T, int IO = 0>
 __device__ __noinline__ void mk_gemv(const Mats &ms, const float *x, const float *normw, float eps, int nq, int nf,
                                      const EpiDev &e, unsigned char *smem, int bid, int nb) {
-	g2_body<T, true, 0, MK_WARPS>(ms, x, normw, eps, nq, nf, 0, e, smem, bid, nb);
+	g2_body<T, true, 0, MK_WARPS, IO>(ms, x, normw, eps, nq, nf, 0, e, smem, bid, nb);
 }
 
 template <int MAXD2>
@@ -5569,10 +5704,12 @@ __global__ void __launch_bounds__(MK_WARPS * 32, MK_MINB) k_decode_persistent(co
 		mk_gemv<T>(L.o, P.att, nullptr, 0.f, L.nq[1], L.nf[1], P.eacc, g2_smem, bid, nb);
 		mk_prefetch(L.gu, bid, nb);
 		grid.sync();
-		mk_gemv<T>(L.gu, P.x, L.ffn_norm, P.eps, L.nq[2], L.nf[2], P.esw, g2_smem, bid, nb);
+		if (P.down_f16) mk_gemv<T, G2_IO_YH>(L.gu, P.x, L.ffn_norm, P.eps, L.nq[2], L.nf[2], P.esw, g2_smem, bid, nb);
+		else mk_gemv<T>(L.gu, P.x, L.ffn_norm, P.eps, L.nq[2], L.nf[2], P.esw, g2_smem, bid, nb);
 		mk_prefetch(L.down, bid, nb);
 		grid.sync();
-		mk_gemv<T>(L.down, P.g, nullptr, 0.f, L.nq[3], L.nf[3], P.eacc, g2_smem, bid, nb);
+		if (P.down_f16) mk_gemv<T, G2_IO_XH>(L.down, P.g, nullptr, 0.f, L.nq[3], L.nf[3], P.eacc, g2_smem, bid, nb);
+		else mk_gemv<T>(L.down, P.g, nullptr, 0.f, L.nq[3], L.nf[3], P.eacc, g2_smem, bid, nb);
 		mk_prefetch(l + 1 < P.n_layer ? P.L[l + 1].qkv : P.out, bid, nb);
 		grid.sync();
 	}
@@ -6038,6 +6175,7 @@ struct sk_model {
 	// the persistent decode step (k_decode_persistent): allowed with
 	// SPARKINFER_PERSISTENT=1 at creation; pers once set up for this model
 	bool pers_allowed, pers;
+	bool down_f16;  // SPARKINFER_DOWN_F16=1 at creation (down_half)
 	PLayer *d_pl;
 	PStep *d_ps;
 	persist_fn pfn;
@@ -6141,6 +6279,13 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 		m->prof = pe && strcmp(pe, "1") == 0;
 		const char *pp = getenv("SPARKINFER_PERSISTENT");
 		m->pers_allowed = pp && strcmp(pp, "1") == 0;
+		// the FFN's hand-off in f16 (G2_IO_XH): opt-in until measured
+		const char *pd = getenv("SPARKINFER_DOWN_F16");
+		if (pd && *pd && strcmp(pd, "0") != 0 && strcmp(pd, "1") != 0) {
+			delete m;
+			return fail(ctx, SK_E_ARG, "SPARKINFER_DOWN_F16=%.32s: want 0 or 1", pd);
+		}
+		m->down_f16 = pd && strcmp(pd, "1") == 0;
 	}
 	m->att2 = m->variant == SK_VARIANT_V2 && att2_ok(c->n_head, c->n_kv_head, c->head_dim);
 	// v1 prefill attention keeps per-token partials: its chunk stays small
@@ -6296,6 +6441,16 @@ static const persist_fn persist_kernels[2][2] = {
 	{k_decode_persistent<SK_Q8_0, 1>, k_decode_persistent<SK_Q8_0, 2>},
 };
 
+// Whether the decode step passes the SwiGLU activation to the down GEMVs as
+// f16 (SPARKINFER_DOWN_F16=1): every down matrix quantized, ffn a multiple
+// of 32.
+static bool down_half(const sk_model *m) {
+	if (!m->down_f16 || !G2_PIPE || m->cfg.ffn % 32) return false;  // (G2_PIPE: g2_io_kernel's kernels)
+	for (int l = 0; l < m->cfg.n_layer; l++)
+		if (!is_quant(m->layers[l].down->type)) return false;
+	return true;
+}
+
 // The Mats of a phase (as gemv2_launch), raising smem to its prologue's.
 static Mats persist_mats(int nmat, const sk_matrix *const *W, bool swiglu, int *nq, int *nf, size_t *smem) {
 	const Mats ms = g2_mats(nmat, W, swiglu, nq, nf);
@@ -6349,6 +6504,7 @@ static int persist_setup(sk_model *m) {
 	sw.mode = SK_EPI_SWIGLU;
 	S.eacc = epidev(&acc);
 	S.esw = epidev(&sw);
+	S.down_f16 = down_half(m);  // as the kernel-per-op step
 	S.elog = epidev(&lo);
 	S.n_layer = c.n_layer;
 	S.out_norm = m->out_norm;
@@ -6534,9 +6690,12 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 			prof_mark(m, "attention");
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.wo, m->att, nullptr, 0.f, &acc, 0);
 			prof_mark(m, "o");
-			if (rc == SK_OK) rc = gemv2_launch(ctx, 2, wgu, m->x, L.ffn_norm, c.eps, &sw, 0);
+			const bool gh = down_half(m);
+			sk_epilogue swd = sw;
+			if (gh) swd.mode = SK_EPI_SWIGLU_F16;
+			if (rc == SK_OK) rc = gemv2_launch(ctx, 2, wgu, m->x, L.ffn_norm, c.eps, &swd, 0);
 			prof_mark(m, "gate_up");
-			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.down, m->g, nullptr, 0.f, &acc, 0);
+			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.down, m->g, nullptr, 0.f, &acc, 0, gh);
 			prof_mark(m, "down");
 			continue;
 		}

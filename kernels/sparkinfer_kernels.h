@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define SK_ABI_VERSION 3
+#define SK_ABI_VERSION 4
 
 #define SK_OK 0
 #define SK_E_CUDA (-1)     /* a CUDA call failed; see sk_error */
@@ -166,6 +166,9 @@ int sk_rope_perm(int n_heads, int head_dim, int rope_dim, int neox, int32_t *per
  *  STORE   y[t*ldy + roff + r] = v
  *  ACC     y[t*ldy + roff + r] += v
  *  SWIGLU  two matrices (gate, up) of equal rows: y[t*ldy + i] = silu(gate_i) * up_i
+ *  SWIGLU_F16  the same rounded to f16 (y then holds uint16_t values: entry
+ *          t*ldy + i of (uint16_t *)y); GEMV only (sk_gemv_fused): the input
+ *          of sk_gemv_fused_f16x, as the decode step passes it to the down GEMV
  *  QKV     rows = [Q (sk_rope_perm order) | K (sk_rope_perm order) | V]:
  *          RoPE at position *pos0 + t, q_out[t][n_head*head_dim] (float, natural
  *          order), K and V stored as f16 into the caches at that position. */
@@ -173,6 +176,7 @@ int sk_rope_perm(int n_heads, int head_dim, int rope_dim, int neox, int32_t *per
 #define SK_EPI_ACC 1
 #define SK_EPI_SWIGLU 2
 #define SK_EPI_QKV 3
+#define SK_EPI_SWIGLU_F16 4
 
 typedef struct {
 	int mode;
@@ -197,6 +201,12 @@ typedef struct {
  */
 int sk_gemv_fused(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const float *d_x, const float *d_norm_w,
                   float eps, const sk_epilogue *epi);
+/* The same without a norm for x of f16 values (cols of them, 16-byte
+ * aligned; matrices of one type, Q8_0, Q4_K or Q6_K, and cols % 32 == 0
+ * only; a float epilogue): the values are widened to float and quantized as
+ * sk_gemv_fused's, so the results equal sk_gemv_fused's on those values. */
+int sk_gemv_fused_f16x(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const uint16_t *d_x,
+                       const sk_epilogue *epi);
 /*
  * Fused GEMM of n tokens (X: n x cols float, already normalised): the
  * tensor-core kernel (f16 operands, f32 accumulation) for Q8_0/Q4_K/Q6_K/F16
@@ -247,7 +257,12 @@ typedef struct {
 #define SK_T_DOWN 13
 #define SK_T_ROPE_FREQ 14 /* optional F32 vector of rope_dim/2 frequency divisors */
 
-/* The model runs the context's variant at the time of sk_model_create. */
+/* The model runs the context's variant at the time of sk_model_create.
+ * SPARKINFER_DOWN_F16=1 at creation (0 or unset: off; another value fails
+ * with SK_E_ARG) passes each layer's SwiGLU activation from the gate/up GEMV
+ * to the down GEMV as f16 (SK_EPI_SWIGLU_F16, sk_gemv_fused_f16x) in the
+ * variant-2 decode step, where every down matrix is Q8_0/Q4_K/Q6_K and ffn
+ * a multiple of 32; opt-in until it is measured faster. */
 int sk_model_create(sk_ctx *ctx, const sk_model_config *cfg, sk_model **out);
 /* The variant a model runs. */
 int sk_model_variant(const sk_model *m);

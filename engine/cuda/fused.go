@@ -95,6 +95,9 @@ const (
 	EpiAcc    EpilogueMode = C.SK_EPI_ACC    // Y[t*LdY + ROff + r] += v
 	EpiSwiGLU EpilogueMode = C.SK_EPI_SWIGLU // Y[t*LdY + i] = silu(gate_i) * up_i
 	EpiQKV    EpilogueMode = C.SK_EPI_QKV    // RoPE, Q to QOut, K and V into the caches
+	// EpiSwiGLUF16 is EpiSwiGLU rounded to f16 (Y then holds 2-byte values,
+	// LdY of them between tokens; GEMV only): the input of GemvFusedF16X.
+	EpiSwiGLUF16 EpilogueMode = C.SK_EPI_SWIGLU_F16
 )
 
 // Epilogue describes the output of a fused GEMV or GEMM.
@@ -126,15 +129,18 @@ func (e *Epilogue) c(n, rows int) (C.sk_epilogue, error) {
 	ce.ldy = C.int(e.LdY)
 	ce.roff = C.int(e.ROff)
 	switch e.Mode {
-	case EpiStore, EpiAcc, EpiSwiGLU:
-		last := e.ROff + rows
-		if e.Mode == EpiSwiGLU {
+	case EpiStore, EpiAcc, EpiSwiGLU, EpiSwiGLUF16:
+		last, size := e.ROff+rows, 4
+		if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 {
 			last = rows
+		}
+		if e.Mode == EpiSwiGLUF16 {
+			size = 2
 		}
 		if e.LdY < last || e.ROff < 0 {
 			return ce, fmt.Errorf("cuda: epilogue ldy %d too small for %d rows at offset %d", e.LdY, rows, e.ROff)
 		}
-		if err := need(e.Y, 4*((n-1)*e.LdY+last), "y"); err != nil {
+		if err := need(e.Y, size*((n-1)*e.LdY+last), "y"); err != nil {
 			return ce, err
 		}
 		ce.y = fptr(e.Y, 0)
@@ -200,7 +206,7 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 	if err != nil {
 		return err
 	}
-	if e.Mode == EpiSwiGLU {
+	if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 {
 		rows = W[0].Rows
 	}
 	if err := need(x, 4*W[0].Cols, "x"); err != nil {
@@ -225,6 +231,33 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 	return d.check("gemv_fused", C.w_gemv_fused(d.c, C.int(len(ms)), cm, fptr(x, 0), nw, C.float(eps), &ce))
 }
 
+// GemvFusedF16X is GemvFused without a norm for an x of f16 values (as
+// EpiSwiGLUF16 writes them; the decode step's down GEMV): W of one quantized
+// type (Q8_0, Q4_K or Q6_K) with cols a multiple of 32, a float epilogue.
+// Its results equal GemvFused's on the same values as floats.
+func (d *Device) GemvFusedF16X(W []*Matrix, x *Buffer, e *Epilogue) error {
+	ms, rows, err := matList(W)
+	if err != nil {
+		return err
+	}
+	if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 {
+		rows = W[0].Rows
+	}
+	if err := need(x, 2*W[0].Cols, "x"); err != nil {
+		return err
+	}
+	ce, err := e.c(1, rows)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cm := (**C.sk_matrix)(C.malloc(C.size_t(len(ms)) * C.size_t(unsafe.Sizeof(ms[0]))))
+	defer C.free(unsafe.Pointer(cm))
+	copy(unsafe.Slice(cm, len(ms)), ms)
+	return d.check("gemv_fused_f16x", C.w_gemv_fused_f16x(d.c, C.int(len(ms)), cm, (*C.uint16_t)(x.p), &ce))
+}
+
 // GemmFused runs the prefill GEMM (tensor cores with f16 operands for
 // Q8_0/Q4_K/Q6_K/F16 weights when cols is a multiple of 32; otherwise the
 // fused GEMV per token, in float for F32/BF16 weights) of n tokens X (n x cols, already normalised) through
@@ -236,7 +269,7 @@ func (d *Device) GemmFused(W []*Matrix, X *Buffer, n int, e *Epilogue) error {
 	if err != nil {
 		return err
 	}
-	if e.Mode == EpiSwiGLU {
+	if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 { // (the library refuses the second: GEMV only)
 		rows = W[0].Rows
 	}
 	if n <= 0 {

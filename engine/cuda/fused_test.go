@@ -457,6 +457,151 @@ func TestSwiGLUFused(t *testing.T) {
 	}
 }
 
+// TestSwiGLUFusedF16 runs the decode step's FFN hand-off: the gate/up GEMV
+// writing its SwiGLU as f16 (EpiSwiGLUF16) and the down GEMV reading those
+// values (GemvFusedF16X). Each f16 output must be the float epilogue's
+// value rounded to nearest even, and the down GEMV on the f16 input must
+// equal, bit for bit, the float-input GEMV on the same values (both quantize
+// the same floats), and match the reference. The widths cover every prologue
+// path of the down GEMV: two threads per block of 32 (at most 128 blocks;
+// Q8_0 with its first item's loads before the wait), one (at most 256), a
+// second block per thread (7B's 11,008 columns) and more (17,408).
+func TestSwiGLUFusedF16(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewPCG(25, 26))
+	const eps = 1e-5
+	cases := []struct {
+		gt, ut, dt quant.Type
+		dim, ffn   int // gate/up cols and down rows; gate/up rows and down cols
+		acc        bool
+	}{
+		{quant.Q8_0, quant.Q8_0, quant.Q8_0, 256, 256, false},
+		{quant.Q4_K, quant.Q4_K, quant.Q6_K, 512, 4096, true},
+		{quant.Q8_0, quant.Q8_0, quant.Q8_0, 256, 4608, true},
+		{quant.Q4_K, quant.Q6_K, quant.Q4_K, 256, 4608, false},
+		{quant.Q8_0, quant.Q8_0, quant.Q8_0, 512, 11008, true},
+		{quant.Q4_K, quant.Q4_K, quant.Q4_K, 256, 11008, false},
+		{quant.Q6_K, quant.Q6_K, quant.Q6_K, 256, 11008, true},
+		{quant.Q8_0, quant.Q8_0, quant.Q8_0, 130, 17408, false},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%v+%v/%v/%dx%d", c.gt, c.ut, c.dt, c.dim, c.ffn), func(t *testing.T) {
+			G := uploadRandom(t, d, r, c.gt, c.ffn, c.dim, nil)
+			U := uploadRandom(t, d, r, c.ut, c.ffn, c.dim, nil)
+			D := uploadRandom(t, d, r, c.dt, c.dim, c.ffn, nil)
+			x, nw := randn(r, c.dim, 1), randn(r, c.dim, 1)
+			X, NW := in(t, d, x), in(t, d, nw)
+
+			// gate/up: the f16 epilogue against the float one
+			F := out(t, d, c.ffn)
+			if err := d.GemvFused([]*Matrix{G.M, U.M}, X, NW, eps, &Epilogue{Mode: EpiSwiGLU, Y: F, LdY: c.ffn}); err != nil {
+				t.Fatal(err)
+			}
+			f := read(t, F, c.ffn)
+			H, err := d.Alloc(2 * (c.ffn + guard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { H.Free() })
+			if err := H.Fill(0xFF); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.GemvFused([]*Matrix{G.M, U.M}, X, NW, eps, &Epilogue{Mode: EpiSwiGLUF16, Y: H, LdY: c.ffn}); err != nil {
+				t.Fatal(err)
+			}
+			hb := make([]uint16, c.ffn+guard)
+			if err := H.GetUint16(hb); err != nil {
+				t.Fatal(err)
+			}
+			for i := c.ffn; i < len(hb); i++ {
+				if hb[i] != 0xFFFF {
+					t.Fatalf("out-of-bounds write: f16 guard element %d = %#04x", i-c.ffn, hb[i])
+				}
+			}
+			h := make([]float32, c.ffn)
+			for i, v := range f {
+				if w := quant.F32ToF16(v); hb[i] != w {
+					t.Fatalf("f16 output %d = %#04x, want %#04x (the float epilogue's %v rounded)", i, hb[i], w, v)
+				}
+				h[i] = quant.F16ToF32(hb[i])
+			}
+			xa := rmsNormed(x, nw, eps)
+			g, u := G.matvec(gemvModel(c.gt), xa), U.matvec(gemvModel(c.ut), xa)
+			want := make([]float64, c.ffn)
+			for i := range g {
+				want[i] = silu(g[i]) * u[i]
+			}
+			// f16 rounds each value to 2^-11 of itself at most
+			compare(t, "swiglu f16", h, want, 2*max(gemvModel(c.gt).tol, gemvModel(c.ut).tol)+5e-4)
+
+			// down: f16 x against float x holding the same values
+			y0 := randn(r, c.dim, 1)
+			mode := EpiStore
+			if c.acc {
+				mode = EpiAcc
+			}
+			run := func(f16 bool) []float32 {
+				Y := out(t, d, c.dim)
+				if c.acc {
+					if err := Y.PutFloat32(y0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				e := &Epilogue{Mode: mode, Y: Y, LdY: c.dim}
+				var err error
+				if f16 {
+					err = d.GemvFusedF16X([]*Matrix{D.M}, H, e)
+				} else {
+					err = d.GemvFused([]*Matrix{D.M}, in(t, d, h), nil, 0, e)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return read(t, Y, c.dim)
+			}
+			got, ref := run(true), run(false)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(ref[i]) {
+					t.Fatalf("down row %d: %v from f16 x, %v from the same values as floats", i, got[i], ref[i])
+				}
+			}
+			for _, exact := range []bool{false, true} {
+				m := gemvModel(c.dt)
+				tol := m.tol
+				if exact {
+					m, tol = arithExact, m.exactTol
+				}
+				want := D.matvec(m, h)
+				if c.acc {
+					for i := range want {
+						want[i] += float64(y0[i])
+					}
+				}
+				compare(t, fmt.Sprintf("down exact=%v", exact), got, want, tol)
+			}
+		})
+	}
+
+	// what the f16 path refuses
+	F := uploadRandom(t, d, r, quant.F16, 8, 64, nil)
+	Q := uploadRandom(t, d, r, quant.Q8_0, 8, 64, nil)
+	H, err := d.Alloc(2 * 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer H.Free()
+	Y := out(t, d, 8)
+	if err := d.GemvFusedF16X([]*Matrix{F.M}, H, &Epilogue{Mode: EpiStore, Y: Y, LdY: 8}); err == nil {
+		t.Error("GemvFusedF16X accepted an F16 matrix")
+	}
+	if err := d.GemmFused([]*Matrix{Q.M, Q.M}, in(t, d, randn(r, 2*64, 1)), 2, &Epilogue{Mode: EpiSwiGLUF16, Y: Y, LdY: 8}); err == nil {
+		t.Error("GemmFused accepted the f16 SwiGLU epilogue")
+	}
+	if err := d.GemvFusedF16X([]*Matrix{Q.M}, nil, &Epilogue{Mode: EpiStore, Y: Y, LdY: 8}); err == nil {
+		t.Error("GemvFusedF16X accepted a nil x")
+	}
+}
+
 // qkvEpilogue is a QKV epilogue for case c writing ntok tokens from pos0:
 // a Q output, K and V caches of maxCtx positions (filled with 0x3c, so
 // untouched positions show), and, when c.freq, per-pair frequency divisors

@@ -42,6 +42,7 @@ static struct {
 	int (*rope_perm)(int, int, int, int, int32_t *);
 	int (*gemv_fused)(sk_ctx *, int, const sk_matrix *const *, const float *, const float *, float, const sk_epilogue *);
 	int (*gemm_fused)(sk_ctx *, int, const sk_matrix *const *, const float *, int, const sk_epilogue *);
+	int (*gemv_fused_f16x)(sk_ctx *, int, const sk_matrix *const *, const uint16_t *, const sk_epilogue *);
 	int (*qkv_post)(sk_ctx *, const float *, int, const float *, const float *, float, const sk_epilogue *);
 	int (*attention)(sk_ctx *, const float *, const uint16_t *, const uint16_t *, float *, int, int, int, int, int, const int32_t *);
 	int (*model_variant)(const sk_model *);
@@ -94,6 +95,7 @@ int sk_load(const char *path, char *err, size_t errlen) {
 	SKL(rope_perm, "sk_rope_perm");
 	SKL(gemv_fused, "sk_gemv_fused");
 	SKL(gemm_fused, "sk_gemm_fused");
+	SKL(gemv_fused_f16x, "sk_gemv_fused_f16x");
 	SKL(qkv_post, "sk_qkv_post");
 	SKL(attention, "sk_attention");
 	SKL(model_variant, "sk_model_variant");
@@ -137,6 +139,7 @@ int w_matrix_upload_perm(sk_ctx *c, int t, const void *d, int r, int k, const in
 int w_rope_perm(int nh, int hd, int rd, int neox, int32_t *perm) { return skf.rope_perm(nh, hd, rd, neox, perm); }
 int w_gemv_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, const float *nw, float eps, const sk_epilogue *e) { return skf.gemv_fused(c, nmat, w, x, nw, eps, e); }
 int w_gemm_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, int n, const sk_epilogue *e) { return skf.gemm_fused(c, nmat, w, x, n, e); }
+int w_gemv_fused_f16x(sk_ctx *c, int nmat, const sk_matrix *const *w, const uint16_t *x, const sk_epilogue *e) { return skf.gemv_fused_f16x(c, nmat, w, x, e); }
 int w_qkv_post(sk_ctx *c, const float *qkv, int n, const float *qn, const float *kn, float eps, const sk_epilogue *e) { return skf.qkv_post(c, qkv, n, qn, kn, eps, e); }
 int w_attention(sk_ctx *c, const float *q, const uint16_t *k, const uint16_t *v, float *o, int nt, int nh, int nkv, int hd, int mc, const int32_t *p) { return skf.attention(c, q, k, v, o, nt, nh, nkv, hd, mc, p); }
 int w_model_variant(const sk_model *m) { return skf.model_variant(m); }

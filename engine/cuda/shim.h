@@ -39,6 +39,7 @@ int w_matrix_upload_perm(sk_ctx *c, int t, const void *d, int r, int k, const in
 int w_rope_perm(int nh, int hd, int rd, int neox, int32_t *perm);
 int w_gemv_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, const float *nw, float eps, const sk_epilogue *e);
 int w_gemm_fused(sk_ctx *c, int nmat, const sk_matrix *const *w, const float *x, int n, const sk_epilogue *e);
+int w_gemv_fused_f16x(sk_ctx *c, int nmat, const sk_matrix *const *w, const uint16_t *x, const sk_epilogue *e);
 int w_qkv_post(sk_ctx *c, const float *qkv, int n, const float *qn, const float *kn, float eps, const sk_epilogue *e);
 int w_attention(sk_ctx *c, const float *q, const uint16_t *k, const uint16_t *v, float *o, int nt, int nh, int nkv, int hd, int mc, const int32_t *p);
 int w_model_variant(const sk_model *m);
