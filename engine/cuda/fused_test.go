@@ -482,7 +482,7 @@ func TestSwiGLUFusedF16(t *testing.T) {
 		{quant.Q8_0, quant.Q8_0, quant.Q8_0, 512, 11008, true},
 		{quant.Q4_K, quant.Q4_K, quant.Q4_K, 256, 11008, false},
 		{quant.Q6_K, quant.Q6_K, quant.Q6_K, 256, 11008, true},
-		{quant.Q8_0, quant.Q8_0, quant.Q8_0, 130, 17408, false},
+		{quant.Q8_0, quant.Q8_0, quant.Q8_0, 192, 17408, false},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v+%v/%v/%dx%d", c.gt, c.ut, c.dt, c.dim, c.ffn), func(t *testing.T) {
