@@ -180,6 +180,22 @@ func (e *Epilogue) c(n, rows int) (C.sk_epilogue, error) {
 	return ce, nil
 }
 
+// cMats copies ms into C memory for one call (the caller frees it).
+func cMats(ms []*C.sk_matrix) **C.sk_matrix {
+	cm := (**C.sk_matrix)(C.malloc(C.size_t(len(ms)) * C.size_t(unsafe.Sizeof(ms[0]))))
+	copy(unsafe.Slice(cm, len(ms)), ms)
+	return cm
+}
+
+// epiRows is the output rows of a fused op over W (all rows: rows) through
+// e: gate and up's common rows for the SwiGLU epilogues.
+func epiRows(W []*Matrix, rows int, e *Epilogue) int {
+	if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 {
+		return W[0].Rows
+	}
+	return rows
+}
+
 func matList(W []*Matrix) ([]*C.sk_matrix, int, error) {
 	if len(W) == 0 || len(W) > 3 {
 		return nil, 0, fmt.Errorf("cuda: %d matrices in a fused op", len(W))
@@ -206,9 +222,7 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 	if err != nil {
 		return err
 	}
-	if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 {
-		rows = W[0].Rows
-	}
+	rows = epiRows(W, rows, e)
 	if err := need(x, 4*W[0].Cols, "x"); err != nil {
 		return err
 	}
@@ -225,9 +239,8 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	cm := (**C.sk_matrix)(C.malloc(C.size_t(len(ms)) * C.size_t(unsafe.Sizeof(ms[0]))))
+	cm := cMats(ms)
 	defer C.free(unsafe.Pointer(cm))
-	copy(unsafe.Slice(cm, len(ms)), ms)
 	return d.check("gemv_fused", C.w_gemv_fused(d.c, C.int(len(ms)), cm, fptr(x, 0), nw, C.float(eps), &ce))
 }
 
@@ -240,9 +253,7 @@ func (d *Device) GemvFusedF16X(W []*Matrix, x *Buffer, e *Epilogue) error {
 	if err != nil {
 		return err
 	}
-	if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 {
-		rows = W[0].Rows
-	}
+	rows = epiRows(W, rows, e)
 	if err := need(x, 2*W[0].Cols, "x"); err != nil {
 		return err
 	}
@@ -252,9 +263,8 @@ func (d *Device) GemvFusedF16X(W []*Matrix, x *Buffer, e *Epilogue) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	cm := (**C.sk_matrix)(C.malloc(C.size_t(len(ms)) * C.size_t(unsafe.Sizeof(ms[0]))))
+	cm := cMats(ms)
 	defer C.free(unsafe.Pointer(cm))
-	copy(unsafe.Slice(cm, len(ms)), ms)
 	return d.check("gemv_fused_f16x", C.w_gemv_fused_f16x(d.c, C.int(len(ms)), cm, (*C.uint16_t)(x.p), &ce))
 }
 
@@ -269,9 +279,7 @@ func (d *Device) GemmFused(W []*Matrix, X *Buffer, n int, e *Epilogue) error {
 	if err != nil {
 		return err
 	}
-	if e.Mode == EpiSwiGLU || e.Mode == EpiSwiGLUF16 { // (the library refuses the second: GEMV only)
-		rows = W[0].Rows
-	}
+	rows = epiRows(W, rows, e) // (EpiSwiGLUF16 goes on to the library, which refuses it: GEMV only)
 	if n <= 0 {
 		return fmt.Errorf("cuda: gemm of %d tokens", n)
 	}
@@ -284,9 +292,8 @@ func (d *Device) GemmFused(W []*Matrix, X *Buffer, n int, e *Epilogue) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	cm := (**C.sk_matrix)(C.malloc(C.size_t(len(ms)) * C.size_t(unsafe.Sizeof(ms[0]))))
+	cm := cMats(ms)
 	defer C.free(unsafe.Pointer(cm))
-	copy(unsafe.Slice(cm, len(ms)), ms)
 	return d.check("gemm_fused", C.w_gemm_fused(d.c, C.int(len(ms)), cm, fptr(X, 0), C.int(n), &ce))
 }
 

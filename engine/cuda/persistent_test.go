@@ -65,18 +65,7 @@ func TestDecodePersistent(t *testing.T) {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s/dim%d/h%d/kv%d/down_f16=%s", c.typ, c.shape.Dim, c.shape.Heads, c.shape.KVHeads, down16), func(t *testing.T) {
 				t.Setenv("SPARKINFER_DOWN_F16", down16)
-				var buf bytes.Buffer
-				if err := synth.Write(&buf, synth.Options{Arch: "llama", Shape: c.shape, Type: c.typ, Seed: 11}); err != nil {
-					t.Fatal(err)
-				}
-				f, err := gguf.Parse(buf.Bytes())
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, err := model.Load(f)
-				if err != nil {
-					t.Fatal(err)
-				}
+				m := synthModel(t, c.typ, c.shape, 11)
 				np := c.prompt
 				if np == 0 {
 					np = 490
@@ -88,28 +77,7 @@ func TestDecodePersistent(t *testing.T) {
 				const steps = 40
 				run := func(persistent bool) ([][]float32, bool) {
 					t.Setenv("SPARKINFER_PERSISTENT", map[bool]string{false: "0", true: "1"}[persistent])
-					b, err := NewBackend(d, m, 0)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer b.Close()
-					seq, err := b.NewSequence(0)
-					if err != nil {
-						t.Fatal(err)
-					}
-					lg, err := seq.Forward(prompt, false)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var out [][]float32
-					for i := 0; i < steps; i++ {
-						tok := parity.Argmax(lg)
-						if lg, err = seq.Forward([]int{tok}, false); err != nil {
-							t.Fatal(err)
-						}
-						out = append(out, append([]float32(nil), lg...))
-					}
-					return out, b.Persistent()
+					return decodeSteps(t, d, m, prompt, steps, func(_ int, lg []float32) int { return parity.Argmax(lg) })
 				}
 				ref, usedRef := run(false)
 				got, used := run(true)
@@ -159,18 +127,7 @@ func TestDecodeDownF16(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/ffn%d", c.typ, c.shape.FFN), func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := synth.Write(&buf, synth.Options{Arch: "llama", Shape: c.shape, Type: c.typ, Seed: 13}); err != nil {
-				t.Fatal(err)
-			}
-			f, err := gguf.Parse(buf.Bytes())
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.Load(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := synthModel(t, c.typ, c.shape, 13)
 			prompt := make([]int, 100)
 			for i := range prompt {
 				prompt[i] = (i*53 + 7) % c.shape.Vocab
@@ -179,29 +136,12 @@ func TestDecodeDownF16(t *testing.T) {
 			var toks []int // the f32 run's continuation, fed to both
 			run := func(down16 string) [][]float32 {
 				t.Setenv("SPARKINFER_DOWN_F16", down16)
-				b, err := NewBackend(d, m, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
-				seq, err := b.NewSequence(0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				lg, err := seq.Forward(prompt, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out [][]float32
-				for i := 0; i < steps; i++ {
+				out, _ := decodeSteps(t, d, m, prompt, steps, func(i int, lg []float32) int {
 					if down16 == "0" {
 						toks = append(toks, parity.Argmax(lg))
 					}
-					if lg, err = seq.Forward([]int{toks[i]}, false); err != nil {
-						t.Fatal(err)
-					}
-					out = append(out, append([]float32(nil), lg...))
-				}
+					return toks[i]
+				})
 				return out
 			}
 			ref, got := run("0"), run("1")
@@ -235,18 +175,7 @@ func TestDecodeDownF16(t *testing.T) {
 		})
 	}
 	t.Run("bad setting", func(t *testing.T) {
-		var buf bytes.Buffer
-		if err := synth.Write(&buf, synth.Options{Arch: "llama", Shape: cases[2].shape, Type: "Q8_0", Seed: 13}); err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Parse(buf.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := model.Load(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := synthModel(t, "Q8_0", cases[2].shape, 13)
 		t.Setenv("SPARKINFER_DOWN_F16", "yes")
 		b, err := NewBackend(d, m, 0)
 		if err == nil {
@@ -257,4 +186,50 @@ func TestDecodeDownF16(t *testing.T) {
 			t.Fatalf("error %q does not name the variable", err)
 		}
 	})
+}
+
+// synthModel is a synthetic llama model of the shape and weight type.
+func synthModel(t *testing.T, typ string, shape synth.Shape, seed uint64) *model.Model {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := synth.Write(&buf, synth.Options{Arch: "llama", Shape: shape, Type: typ, Seed: seed}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// decodeSteps runs the prompt through a new backend for m, then steps
+// tokens, step i's token chosen by next from the logits before it; it
+// returns each step's logits and whether the persistent step ran.
+func decodeSteps(t *testing.T, d *Device, m *model.Model, prompt []int, steps int, next func(i int, lg []float32) int) ([][]float32, bool) {
+	t.Helper()
+	b, err := NewBackend(d, m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	seq, err := b.NewSequence(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := seq.Forward(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]float32
+	for i := 0; i < steps; i++ {
+		if lg, err = seq.Forward([]int{next(i, lg)}, false); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, append([]float32(nil), lg...))
+	}
+	return out, b.Persistent()
 }
