@@ -27,12 +27,7 @@ import (
 // f32 and f16 hand-off (SPARKINFER_DOWN_F16=0 and 1): both steps take the
 // same one.
 func TestDecodePersistent(t *testing.T) {
-	d := testDevice(t)
-	prev := d.Variant()
-	defer d.SetVariant(prev)
-	if err := d.SetVariant(2); err != nil {
-		t.Fatal(err)
-	}
+	d := variant2Device(t)
 	cases := []struct {
 		typ    string
 		shape  synth.Shape
@@ -111,12 +106,7 @@ func TestDecodePersistent(t *testing.T) {
 // per prologue thread in the down GEMV) and one of 1,536 (two threads per
 // block). An unknown setting fails the model's creation.
 func TestDecodeDownF16(t *testing.T) {
-	d := testDevice(t)
-	prev := d.Variant()
-	defer d.SetVariant(prev)
-	if err := d.SetVariant(2); err != nil {
-		t.Fatal(err)
-	}
+	d := variant2Device(t)
 	cases := []struct {
 		typ   string
 		shape synth.Shape
@@ -232,4 +222,16 @@ func decodeSteps(t *testing.T, d *Device, m *model.Model, prompt []int, steps in
 		out = append(out, append([]float32(nil), lg...))
 	}
 	return out, b.Persistent()
+}
+
+// variant2Device is the test device set to kernel variant 2 until the test
+// ends.
+func variant2Device(t *testing.T) *Device {
+	d := testDevice(t)
+	prev := d.Variant()
+	t.Cleanup(func() { d.SetVariant(prev) })
+	if err := d.SetVariant(2); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
