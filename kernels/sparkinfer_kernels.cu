@@ -2702,6 +2702,7 @@ static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>,          k_gemv2<SK_Q8_0>,
 #endif
 // The f16-x (io G2_IO_XH) or f16-SwiGLU (G2_IO_YH) kernel of gemv2_pick's
 // kernel f (null: none, e.g. for mixed types with f16 x).
+static_assert(sizeof(gemv2_kernels) / sizeof(gemv2_kernels[0]) == 23, "g2_io_kernel's indices");
 static gemv2_fn g2_io_kernel(gemv2_fn f, int io) {
 	static const int xh_from[6] = {5, 6, 7, 2, 8, 3}, yh_from[7] = {0, 5, 6, 7, 2, 8, 3};
 	if (io == 0) return f;
