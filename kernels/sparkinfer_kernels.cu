@@ -2215,16 +2215,25 @@ __device__ __forceinline__ void h8f(const uint4 u, float4 &a, float4 &b) {
 	a = make_float4(p0.x, p0.y, p1.x, p1.y);
 	b = make_float4(p2.x, p2.y, p3.x, p3.y);
 }
-// floats 32b + 16h .. + 16n of x (n: 1 or 2 halves of a block of 32) into
-// xr[0 .. 4n), from floats or (xh) halves
+// The f16 values 32b + 16h .. + 16N of x (N: 1 or 2 halves of a block of
+// 32) into u[0 .. 2N), and u's values as floats into xr[0 .. 4N)
+template <bool MK, int N>
+__device__ __forceinline__ void ldxh_blk(const float *x, int b, int h, uint4 *u) {
+#pragma unroll
+	for (int i = 0; i < 2 * N; i++) u[i] = ldxh<MK>(x, 4 * b + 2 * h + i);
+}
+template <int N>
+__device__ __forceinline__ void h8f_blk(const uint4 *u, float4 *xr) {
+#pragma unroll
+	for (int i = 0; i < 2 * N; i++) h8f(u[i], xr[2 * i], xr[2 * i + 1]);
+}
+// floats 32b + 16h .. + 16N of x into xr[0 .. 4N), from floats or (xh) halves
 template <bool MK, int N>
 __device__ __forceinline__ void ldx_blk(const float *x, bool xh, int b, int h, float4 *xr) {
 	if (xh) {
 		uint4 u[2 * N];
-#pragma unroll
-		for (int i = 0; i < 2 * N; i++) u[i] = ldxh<MK>(x, 4 * b + 2 * h + i);
-#pragma unroll
-		for (int i = 0; i < 2 * N; i++) h8f(u[i], xr[2 * i], xr[2 * i + 1]);
+		ldxh_blk<MK, N>(x, b, h, u);
+		h8f_blk<N>(u, xr);
 	} else {
 #pragma unroll
 		for (int i = 0; i < 4 * N; i++) xr[i] = ldx4<MK>(x, 8 * b + 4 * h + i);
@@ -2313,7 +2322,6 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// runs them at 997 and 354 (the same build without it: 1,187 and 418).
 	const bool pq = need_q && (cols & 31) == 0 && ((uintptr_t)x & 15) == 0 &&
 	                (!normw || ((uintptr_t)normw & 15) == 0);
-	constexpr bool xh = XH;
 	const int nb32 = cols / 32, b0 = threadIdx.x;
 	// at most 128 blocks of 32 (4,096 columns): two threads per block (quant16h),
 	// so that every thread of the block quantizes
@@ -2367,7 +2375,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		pdl_trigger();
 		pdl_wait();
 		TRACE_MARK(tr_k1);
-		if (hok) ldx_blk<MK, 1>(x, xh, hb, hh, xr);
+		if (hok) ldx_blk<MK, 1>(x, XH, hb, hh, xr);
 #if SK_TRACE == 2
 		if (hok) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x);
 #endif
@@ -2412,23 +2420,14 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		const bool two = pq && !ph && b1 < nb32;
 		float4 xr1[8];
 		const bool one = pq && !ph && b0 < nb32;
-		// xh: the f16 loads, every one issued before any conversion waits on
+		// XH: the f16 loads, every one issued before any conversion waits on
 		// one, each block converted where it is quantized (fewer registers
 		// live: x has no norm then)
 		uint4 u0[4], u1[4];
-		if (xh) {
-			if (one) {
-#pragma unroll
-				for (int i = 0; i < 4; i++) u0[i] = ldxh<MK>(x, 4 * b0 + i);
-			}
-			if (hok) {
-#pragma unroll
-				for (int i = 0; i < 2; i++) u0[i] = ldxh<MK>(x, 4 * hb + 2 * hh + i);
-			}
-			if (two) {
-#pragma unroll
-				for (int i = 0; i < 4; i++) u1[i] = ldxh<MK>(x, 4 * b1 + i);
-			}
+		if (XH) {
+			if (one) ldxh_blk<MK, 2>(x, b0, 0, u0);
+			if (hok) ldxh_blk<MK, 1>(x, hb, hh, u0);
+			if (two) ldxh_blk<MK, 2>(x, b1, 0, u1);
 		} else {
 			if (one) ldx_blk<MK, 2>(x, false, b0, 0, xr);
 			if (hok) ldx_blk<MK, 1>(x, false, hb, hh, xr);
@@ -2436,17 +2435,13 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		}
 		// u0 into xr (for blocks b0 / hb), u1 into xr1 (b1)
 		auto cvt0 = [&]() {
-#pragma unroll
-			for (int i = 0; i < 4; i++)
-				if (one || i < 2) h8f(u0[i], xr[2 * i], xr[2 * i + 1]);
+			if (one) h8f_blk<2>(u0, xr);
+			else h8f_blk<1>(u0, xr);
 		};
-		auto cvt1 = [&]() {
-#pragma unroll
-			for (int i = 0; i < 4; i++) h8f(u1[i], xr1[2 * i], xr1[2 * i + 1]);
-		};
+		auto cvt1 = [&]() { h8f_blk<2>(u1, xr1); };
 #if SK_TRACE == 2
-		if (xh && (one || hok)) cvt0();
-		if (xh && two) cvt1();
+		if (XH && (one || hok)) cvt0();
+		if (XH && two) cvt1();
 		if (hok) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x);
 		if (pq && !ph && b0 < nb32) TRACE_USE(xr[0].x + xr[1].x + xr[2].x + xr[3].x + xr[4].x + xr[5].x + xr[6].x + xr[7].x);
 		if (two) TRACE_USE(xr1[0].x + xr1[1].x + xr1[2].x + xr1[3].x + xr1[4].x + xr1[5].x + xr1[6].x + xr1[7].x);
@@ -2471,7 +2466,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 				}
 				for (int b = b1 + W * 32; b < nb32; b += W * 32) {  // more than 512 blocks of 32
 					float4 v[8];
-					ldx_blk<MK, 2>(x, xh, b, 0, v);
+					ldx_blk<MK, 2>(x, XH, b, 0, v);
 #pragma unroll
 					for (int i = 0; i < 8; i++) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
 				}
@@ -2485,14 +2480,14 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			for (int i = threadIdx.x; i < cols; i += blockDim.x) xf[i] = normw ? ldx1<MK>(x, i) * scale * normw[i] : ldx1<MK>(x, i);
 		}
 		if (ph) {
-			if (SK_TRACE != 2 && xh && hok) cvt0();
+			if (SK_TRACE != 2 && XH && hok) cvt0();
 			if (hb < W * 16 && (hb & ~15) < nb32)  // warps with a valid lane (the shuffles need all 32)
 				quant16h(xr, wr, normw != nullptr, scale, hb, hh, hok, xq, xq2, xd, xd2, xsum, xs16);
 		} else if (pq) {
-			if (SK_TRACE != 2 && xh && one) cvt0();
+			if (SK_TRACE != 2 && XH && one) cvt0();
 			if (b0 < nb32) quant32n(xr, wr, normw != nullptr, scale, b0, xq, xq2, xd, xd2, xsum, xs16);
 			if (two) {
-				if (SK_TRACE != 2 && xh) cvt1();
+				if (SK_TRACE != 2 && XH) cvt1();
 				float4 wv[8];
 #pragma unroll
 				for (int i = 0; i < 8; i++) wv[i] = normw ? __ldg((const float4 *)normw + 8 * b1 + i) : make_float4(1.f, 1.f, 1.f, 1.f);
@@ -2500,10 +2495,10 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 			}
 			for (int b = b1 + W * 32; b < nb32; b += W * 32) {  // more than 512 blocks of 32
 				float4 xv[8], wv[8];
-				if (xh) ldx_blk<MK, 2>(x, true, b, 0, xv);
+				if (XH) ldx_blk<MK, 2>(x, true, b, 0, xv);
 #pragma unroll
 				for (int i = 0; i < 8; i++) {
-					if (!xh) xv[i] = ldx4<MK>(x, 8 * b + i);
+					if (!XH) xv[i] = ldx4<MK>(x, 8 * b + i);
 					wv[i] = normw ? __ldg((const float4 *)normw + 8 * b + i) : make_float4(1.f, 1.f, 1.f, 1.f);
 				}
 				quant32n(xv, wv, normw != nullptr, scale, b, xq, xq2, xd, xd2, xsum, xs16);
@@ -2850,7 +2845,7 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	int rc = check_epi(ctx, epi, ms.swiglu ? W[0]->rows : total, nmat, W[0]->rows);
 	if (rc != SK_OK) return rc;
 	const int cols = W[0]->cols;
-	if (xh && (need_f || !need_q || (cols & 31) || ((uintptr_t)x & 15) || normw))
+	if (xh && (need_f || (cols & 31) || ((uintptr_t)x & 15) || normw))
 		return fail(ctx, SK_E_ARG, "sk_gemv_fused_f16x: needs quantized matrices, cols %% 32 == 0 and a 16-byte aligned x");
 	const size_t smem = g2_prologue_bytes(cols, need_q, need_f);
 	if (smem > 48 * 1024 && (int)smem > ctx->g2_smem) {
@@ -6666,6 +6661,10 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 	sk_epilogue sw = plain_epi(m->g, c.ffn, 0);
 	sw.mode = SK_EPI_SWIGLU;
 	sk_epilogue st = plain_epi(m->qkv, qd + 2 * kd, 0);
+	// the decode GEMVs' FFN hand-off (f16 with SPARKINFER_DOWN_F16=1)
+	const bool dh = n == 1 && down_half(m);
+	sk_epilogue swd = sw;
+	if (dh) swd.mode = SK_EPI_SWIGLU_F16;
 	for (int l = 0; rc == SK_OK && l < c.n_layer; l++) {
 		Layer &L = m->layers[l];
 		qkv.k_cache = (uint16_t *)L.kc;
@@ -6691,12 +6690,9 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 			prof_mark(m, "attention");
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.wo, m->att, nullptr, 0.f, &acc, 0);
 			prof_mark(m, "o");
-			const bool gh = down_half(m);
-			sk_epilogue swd = sw;
-			if (gh) swd.mode = SK_EPI_SWIGLU_F16;
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 2, wgu, m->x, L.ffn_norm, c.eps, &swd, 0);
 			prof_mark(m, "gate_up");
-			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.down, m->g, nullptr, 0.f, &acc, 0, gh);
+			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.down, m->g, nullptr, 0.f, &acc, 0, dh);
 			prof_mark(m, "down");
 			continue;
 		}

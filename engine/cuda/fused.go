@@ -180,11 +180,15 @@ func (e *Epilogue) c(n, rows int) (C.sk_epilogue, error) {
 	return ce, nil
 }
 
-// cMats copies ms into C memory for one call (the caller frees it).
-func cMats(ms []*C.sk_matrix) **C.sk_matrix {
+// callFused runs one fused-op call of the library under the device lock,
+// with ms copied into C memory for it.
+func (d *Device) callFused(what string, ms []*C.sk_matrix, call func(n C.int, cm **C.sk_matrix) C.int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	cm := (**C.sk_matrix)(C.malloc(C.size_t(len(ms)) * C.size_t(unsafe.Sizeof(ms[0]))))
+	defer C.free(unsafe.Pointer(cm))
 	copy(unsafe.Slice(cm, len(ms)), ms)
-	return cm
+	return d.check(what, call(C.int(len(ms)), cm))
 }
 
 // epiRows is the output rows of a fused op over W (all rows: rows) through
@@ -237,11 +241,9 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cm := cMats(ms)
-	defer C.free(unsafe.Pointer(cm))
-	return d.check("gemv_fused", C.w_gemv_fused(d.c, C.int(len(ms)), cm, fptr(x, 0), nw, C.float(eps), &ce))
+	return d.callFused("gemv_fused", ms, func(n C.int, cm **C.sk_matrix) C.int {
+		return C.w_gemv_fused(d.c, n, cm, fptr(x, 0), nw, C.float(eps), &ce)
+	})
 }
 
 // GemvFusedF16X is GemvFused without a norm for an x of f16 values (as
@@ -261,11 +263,9 @@ func (d *Device) GemvFusedF16X(W []*Matrix, x *Buffer, e *Epilogue) error {
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cm := cMats(ms)
-	defer C.free(unsafe.Pointer(cm))
-	return d.check("gemv_fused_f16x", C.w_gemv_fused_f16x(d.c, C.int(len(ms)), cm, (*C.uint16_t)(x.p), &ce))
+	return d.callFused("gemv_fused_f16x", ms, func(n C.int, cm **C.sk_matrix) C.int {
+		return C.w_gemv_fused_f16x(d.c, n, cm, (*C.uint16_t)(x.p), &ce)
+	})
 }
 
 // GemmFused runs the prefill GEMM (tensor cores with f16 operands for
@@ -290,11 +290,9 @@ func (d *Device) GemmFused(W []*Matrix, X *Buffer, n int, e *Epilogue) error {
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cm := cMats(ms)
-	defer C.free(unsafe.Pointer(cm))
-	return d.check("gemm_fused", C.w_gemm_fused(d.c, C.int(len(ms)), cm, fptr(X, 0), C.int(n), &ce))
+	return d.callFused("gemm_fused", ms, func(nm C.int, cm **C.sk_matrix) C.int {
+		return C.w_gemm_fused(d.c, nm, cm, fptr(X, 0), C.int(n), &ce)
+	})
 }
 
 // QKVPost applies the per-head q/k RMSNorm (qNorm, kNorm: HeadDim weights,
