@@ -2187,7 +2187,10 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 }
 
 // The FFN's hand-off in f16 (opt-in, SPARKINFER_DOWN_F16=1 when the model
-// is created; not yet measured): the gate/up GEMV's SwiGLU written as f16
+// is created; slower on an H100, session 26: 7B Q8_0 decode at 128 / 4k
+// 315.2-316.2 / 258.0-259.3 against 328.0 / 270.4-271.8 tok/s, 7B Q4_K_M
+// 409.3-410.0 / 312.7-314.2 against 415.9-416.1 / 318.7-318.9; with
+// G2_XPRE=1 the same within 1%): the gate/up GEMV's SwiGLU written as f16
 // (SK_EPI_SWIGLU_F16; k_gemv2's G2_IO_YH kernels) and read so by the down
 // GEMV (sk_gemv_fused_f16x; G2_IO_XH). Every block of the down GEMV loads
 // the whole activation (7B: 11,008 columns, 44 KB as floats, 256 blocks per
@@ -2198,9 +2201,9 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 #define G2_IO_XH 1
 #define G2_IO_YH 2
 // The f16-x kernels' first item before the wait (A/B, 1; the Q8_0 one then
-// with P = 2: at P = 4 nvcc 11.8 spilled 128 bytes. Its sums then add in
-// P = 2's order: past 2,048 columns TestSwiGLUFusedF16's bit-for-bit check
-// against the float-x kernel (P = 4) fails with it.)
+// with P = 2: at P = 4 nvcc 11.8 spilled 128 bytes. TestSwiGLUFusedF16's
+// bit-for-bit check against the float-x kernel (P = 4) passed with it:
+// nvcc 13.0, an H100, session 26.)
 #ifndef G2_XPRE
 #define G2_XPRE 0
 #endif
@@ -6275,7 +6278,7 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 		m->prof = pe && strcmp(pe, "1") == 0;
 		const char *pp = getenv("SPARKINFER_PERSISTENT");
 		m->pers_allowed = pp && strcmp(pp, "1") == 0;
-		// the FFN's hand-off in f16 (G2_IO_XH): opt-in until measured
+		// the FFN's hand-off in f16 (G2_IO_XH): opt-in (slower on an H100)
 		const char *pd = getenv("SPARKINFER_DOWN_F16");
 		if (pd && *pd && strcmp(pd, "0") != 0 && strcmp(pd, "1") != 0) {
 			delete m;

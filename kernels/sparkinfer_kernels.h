@@ -262,7 +262,7 @@ typedef struct {
  * with SK_E_ARG) passes each layer's SwiGLU activation from the gate/up GEMV
  * to the down GEMV as f16 (SK_EPI_SWIGLU_F16, sk_gemv_fused_f16x) in the
  * variant-2 decode step, where every down matrix is Q8_0/Q4_K/Q6_K and ffn
- * a multiple of 32; opt-in until it is measured faster. */
+ * a multiple of 32; opt-in: it was slower on an H100 (docs/PERF.md). */
 int sk_model_create(sk_ctx *ctx, const sk_model_config *cfg, sk_model **out);
 /* The variant a model runs. */
 int sk_model_variant(const sk_model *m);
