@@ -2345,7 +2345,10 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// 340.7 / 341.0 (320.8 / 318.0), with the first item's loads before the
 	// wait 342.0 / 341.7; TinyLlama Q8_0 (down: 5,632 columns) 1,174.7 /
 	// 1,190.9 against 1,197.1 / 1,198.9. Fewer x bytes per launch are not
-	// what the knock-out gained.
+	// what the knock-out gained. Session 26 (an H100, 2 rounds of 3 runs,
+	// against the landed kernels): the down GEMV copying a pre-quantized x's
+	// 31.6 KB into shared memory instead of loading and quantizing (wrong
+	// output) 7B Q8_0 at 128 / 4k +0.1% / +0.6%, 7B Q4_K_M +1.6% / +1.7%.
 	const bool ph = G2_HALF && pq && nb32 <= (W * 16 < 128 ? W * 16 : 128);
 	const int hb = threadIdx.x >> 1, hh = threadIdx.x & 1;
 	const bool hok = ph && hb < nb32;
