@@ -216,18 +216,31 @@ func matList(W []*Matrix) ([]*C.sk_matrix, int, error) {
 	return ms, rows, nil
 }
 
+// fusedIn checks a fused op's matrices W and its input x of n tokens
+// (elem bytes per value), returning W's C handles and the epilogue's rows.
+func fusedIn(W []*Matrix, e *Epilogue, x *Buffer, n, elem int) ([]*C.sk_matrix, int, error) {
+	ms, rows, err := matList(W)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows = epiRows(W, rows, e) // (GemmFused: EpiSwiGLUF16 goes on to the library, which refuses it: GEMV only)
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("cuda: gemm of %d tokens", n)
+	}
+	if err := need(x, elem*n*W[0].Cols, "x"); err != nil {
+		return nil, 0, err
+	}
+	return ms, rows, nil
+}
+
 // GemvFused runs the fused GEMV of the v2 decode path (whatever the
 // device's variant) on one token x: with normW, x is first RMS-normalised
 // with those weights; quantized matrices see x rounded to int8 blocks of
 // 32. W holds 1-3 matrices of equal cols whose rows are concatenated (two,
 // gate and up, for EpiSwiGLU).
 func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilogue) error {
-	ms, rows, err := matList(W)
+	ms, rows, err := fusedIn(W, e, x, 1, 4)
 	if err != nil {
-		return err
-	}
-	rows = epiRows(W, rows, e)
-	if err := need(x, 4*W[0].Cols, "x"); err != nil {
 		return err
 	}
 	var nw *C.float
@@ -251,12 +264,8 @@ func (d *Device) GemvFused(W []*Matrix, x, normW *Buffer, eps float32, e *Epilog
 // type (Q8_0, Q4_K or Q6_K) with cols a multiple of 32, a float epilogue.
 // Its results equal GemvFused's on the same values as floats.
 func (d *Device) GemvFusedF16X(W []*Matrix, x *Buffer, e *Epilogue) error {
-	ms, rows, err := matList(W)
+	ms, rows, err := fusedIn(W, e, x, 1, 2)
 	if err != nil {
-		return err
-	}
-	rows = epiRows(W, rows, e)
-	if err := need(x, 2*W[0].Cols, "x"); err != nil {
 		return err
 	}
 	ce, err := e.c(1, rows)
@@ -275,15 +284,8 @@ func (d *Device) GemvFusedF16X(W []*Matrix, x *Buffer, e *Epilogue) error {
 // concatenated (one launch when they share a type), or gate and up for
 // EpiSwiGLU; for EpiQKV pass Q, K and V with ROff 0.
 func (d *Device) GemmFused(W []*Matrix, X *Buffer, n int, e *Epilogue) error {
-	ms, rows, err := matList(W)
+	ms, rows, err := fusedIn(W, e, X, n, 4)
 	if err != nil {
-		return err
-	}
-	rows = epiRows(W, rows, e) // (EpiSwiGLUF16 goes on to the library, which refuses it: GEMV only)
-	if n <= 0 {
-		return fmt.Errorf("cuda: gemm of %d tokens", n)
-	}
-	if err := need(X, 4*n*W[0].Cols, "x"); err != nil {
 		return err
 	}
 	ce, err := e.c(n, rows)
