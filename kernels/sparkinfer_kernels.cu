@@ -28,6 +28,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -2176,14 +2177,34 @@ __host__ __device__ constexpr I g2_dbytes(I cols) {
 // non-coherent read-only path, and the prefetch and the programmatic launch
 // wait are the caller's.
 
-// x as float4 for the prologue (see MK above).
+// x as float4 for the prologue (see MK above). G2_XLD (A/B): how k_gemv2
+// loads x after the launch wait: 0 plain loads, 1 the non-coherent path
+// (__ldg; x is read-only from the wait on), 2 through L2 only (__ldcg).
+// Measured on an H100 (session 28, decode tok/s at 128 / 4k, 3 runs, two
+// rounds, against 0 in the same machine start): 7B Q8_0 1: 330.1 / 266.9
+// and 328.1 / 267.3, 2: 311.1 / 255.6 and 310.5 / 255.5, against 328.0 /
+// 269.6 and 327.5 / 269.7; TinyLlama Q8_0 1: 1,178.8 / 1,065.0 and 1,159.8
+// / 1,049.7, 2: 1,085.5 / 998.7 and 1,080.8 / 989.1, against 1,154.4 /
+// 1,044.3 and 1,165.2 / 1,057.3. The plain loads' L1 (two blocks per SM
+// read the same x) is worth 4-6%; the non-coherent path is no faster.
+// scripts/chain-probe.cu agrees: a dependent 16 KB read after the wait
+// costs 1.57-1.62 us per launch plainly or by __ldg, 2.42 by __ldcg.
+#ifndef G2_XLD
+#define G2_XLD 0
+#endif
+template <bool MK, typename V>
+__device__ __forceinline__ V ldxv(const V *p) {
+	if (MK || G2_XLD == 2) return __ldcg(p);
+	if (G2_XLD == 1) return __ldg(p);
+	return *p;
+}
 template <bool MK>
 __device__ __forceinline__ float4 ldx4(const float *x, int i) {
-	return MK ? __ldcg((const float4 *)x + i) : ((const float4 *)x)[i];
+	return ldxv<MK>((const float4 *)x + i);
 }
 template <bool MK>
 __device__ __forceinline__ float ldx1(const float *x, int i) {
-	return MK ? __ldcg(x + i) : x[i];
+	return ldxv<MK>(x + i);
 }
 
 // The FFN's hand-off in f16 (opt-in, SPARKINFER_DOWN_F16=1 when the model
@@ -2200,6 +2221,9 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 // two int8 levels as before.
 #define G2_IO_XH 1
 #define G2_IO_YH 2
+// (the Q/K/V GEMV inside k_qkv_ring: its successor is the ring's, which must
+// not let the next kernel launch early; see ATT_RING_TRIGGER)
+#define G2_IO_NOTRIG 4
 // The f16-x kernels' first item before the wait (A/B, 1; the Q8_0 one then
 // with P = 2: at P = 4 nvcc 11.8 spilled 128 bytes. TestSwiGLUFusedF16's
 // bit-for-bit check against the float-x kernel (P = 4) passed with it:
@@ -2210,7 +2234,7 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 // 8 f16 values of x (16 bytes, index i) as two float4
 template <bool MK>
 __device__ __forceinline__ uint4 ldxh(const float *x, int i) {
-	return MK ? __ldcg((const uint4 *)x + i) : ((const uint4 *)x)[i];
+	return ldxv<MK>((const uint4 *)x + i);
 }
 __device__ __forceinline__ void h8f(const uint4 u, float4 &a, float4 &b) {
 	const float2 p0 = __half22float2(*(const __half2 *)&u.x), p1 = __half22float2(*(const __half2 *)&u.y);
@@ -2378,7 +2402,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 			for (int i = 0; i < 4; i++) wr[i] = __ldg((const float4 *)normw + 8 * hb + 4 * hh + i);
 		}
-		pdl_trigger();
+		if (!(IO & G2_IO_NOTRIG)) pdl_trigger();
 		pdl_wait();
 		TRACE_MARK(tr_k1);
 		if (hok) ldx_blk<MK, 1>(x, XH, hb, hh, xr);
@@ -2412,7 +2436,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		// outputs belong to the predecessor until here)
 		if (XPRE) first();
 		if (!MK) {
-			pdl_trigger();
+			if (!(IO & G2_IO_NOTRIG)) pdl_trigger();
 			pdl_wait();
 		}
 		TRACE_MARK(tr_k1);
@@ -4735,10 +4759,24 @@ __device__ __forceinline__ void attm_merge(int warp, int lane, float &m, float &
 // unstaged), in its own instantiations so that the lane-per-key loop's
 // registers are not shared. The persistent step (MK) picks the LD8 loop at
 // run time.
-template <int MAXD2, bool MK, bool STG, int CLU = 0, int LD = 0>
+// MidT: what the ring kernel (LD 4) runs before its first copies, mid(0),
+// and between them and its keys, mid(1): nothing, then the launch wait
+// (AttNoMid); or in k_qkv_ring the Q/K/V GEMV, then the wait for the other
+// blocks of its kv head (a functor; the block's q is then read from L2, and
+// the combining block zeroes mflag[kvh] for the next launch). Every block
+// runs mid(0), those past the context too.
+struct AttNoMid {
+	__device__ __forceinline__ void operator()(int ph) const {
+		if (ph) pdl_wait();
+	}
+};
+template <int MAXD2, bool MK, bool STG, int CLU = 0, int LD = 0, typename MidT = AttNoMid>
 __device__ __forceinline__ void att3_item(const float *q, const __half *kc, const __half *vc, float *part, float *out,
                                           int *counter, int n_head, int n_kv, int hd, int max_ctx, int nsplit,
-                                          const int32_t *pos, int kvh, int s, bool two, int ring_after = 0x7fffffff) {
+                                          const int32_t *pos, int kvh, int s, bool two, int ring_after = 0x7fffffff,
+                                          const MidT &mid = MidT(), int *mflag = nullptr) {
+	constexpr bool FUSED = !std::is_same<MidT, AttNoMid>::value;
+	static_assert(!FUSED || (LD == 4 && !MK && !CLU), "the fused Q/K/V GEMV runs with the ring kernel only");
 	// (the ring's kernel: one query of 128)
 	__shared__ __align__(16) float qs[LD == 4 ? 128 : ATT2_MAXG * 256];
 	__shared__ float sm[ATT3_WARPS], sl[ATT3_WARPS];
@@ -4759,6 +4797,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	const int ci = s / csize, ng = att2_ngroups(nsplit), nact = att2_ngroups(ns);
 	float *gpart = part + (size_t)n_head * nsplit * (hd + 2);
 	if (start >= n) {
+		if constexpr (FUSED) mid(0);
 		if ((cmerge && s < csize) || (cgroup && ci * csize < ns)) {
 			cooperative_groups::this_cluster().sync();
 			cooperative_groups::this_cluster().sync();
@@ -4773,7 +4812,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	const float *qg = qs + g * hd;
 	// the group's queries, pre-scaled, into qs (every thread of the block)
 	auto load_q = [&]() {
-		for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = ldx1<MK>(q, kvh * G * hd + i) * scale;
+		for (int i = threadIdx.x; i < G * hd; i += blockDim.x)
+			qs[i] = (FUSED ? __ldcg(q + kvh * G * hd + i) : ldx1<MK>(q, kvh * G * hd + i)) * scale;
 	};
 	// Every load of an iteration goes out before any is used: the key row of
 	// each lane (KR uint4 registers, the rest of a row past 128 dimensions
@@ -5040,9 +5080,10 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				// the one row the predecessor (the Q/K/V GEMV's KV store) writes;
 				// the other rows and *pos are older than the step
 				int pre = 0;
-				if (ATT_RING_PDL) {
+				if (ATT_RING_PDL || FUSED) {
+					mid(0);
 					while (pre < ATT_RING_ST - 1 && !(end == n && pre == nst - 1)) issue(pre++);
-					pdl_wait();
+					mid(1);
 				}
 #pragma unroll 1
 				for (int st = pre; st < ATT_RING_ST - 1; st++) issue(st);
@@ -5343,6 +5384,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			done = atomicAdd(&counter[kvh], 1);
 		s_last = done == narr - 1;
 		if (s_last) counter[kvh] = 0;
+		if (FUSED && s_last) mflag[kvh] = 0;  // (every block of the kv head counted itself: see k_qkv_ring)
 	}
 	__syncthreads();
 	if (!s_last) return;
@@ -5383,15 +5425,84 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, LD == 2 ? 1 : 2) k_attn3_spli
 #endif
 }
 
+// k_qkv_ring (QA_FUSE 1; measured slower, so compiled out by default): a
+// layer's Q/K/V GEMV and its long-context decode attention (the ring
+// kernel, LD 4) in one launch, each kv head's query, key and value rows
+// computed by the blocks that then attend over its keys (Llama-2-7B: 32 kv
+// heads of 128, one query head each; the 8 splits of a head are the 8
+// blocks whose warps hold its 3 x 128 rows in k_gemv2's order). Block b
+// (kv head b / nsplit, split b % nsplit) runs k_gemv2's body for virtual
+// block b of gridDim.x (the same sums and epilogue: RoPE, q, the KV store),
+// counts itself done on flag[kv head] (a release), issues its split's first
+// ring stages, waits for the head's other blocks (an acquire; the whole grid
+// is resident at once, which qkv_ring_launch checks) and attends as the
+// ring kernel does; the combining block of a head zeroes its flag. The
+// GEMV's shared memory is the ring's last stage slot, free until the keys
+// start. The aim: no launch boundary between the two, and a head's keys
+// start when its own 8 blocks are done, not the whole grid.
+// Measured on the H200 (session 28, as built here, 7B Q8_0 decode tok/s at
+// 128 / 4k, 3 runs, two rounds, against the landed kernels in the same
+// machine start): 417.7 / 304.2 and 418.2 / 304.0 against 418.8 / 356.1 and
+// 415.7 / 355.5; on an H100 with the ring's first stages issued before the
+// GEMV, 328.7 / 238.9 and 328.8 / 237.1 against 329.2 / 271.5 and 328.9 /
+// 271.2 (the context below 1,025 tokens runs none of it). The
+// sums are the same bit for bit (TestDecodePersistent's ring case runs it,
+// and passed; compute-sanitizer memcheck of that case: 0 errors). Not yet
+// measured: the likely cause. Two blocks of (96 + 5) KB of shared memory
+// per SM leave L1 28 KB, and the GEMV's loads in flight are held in L1
+// (k_gemv2 alone runs with 29 KB of shared memory per block); a ring of 2
+// stages (-DQA_FUSE=1 -DATT_RING_ST=2: 2 x 70 KB) would leave about 90 KB.
+#ifndef QA_FUSE
+#define QA_FUSE 0
+#endif
+#if QA_FUSE
+template <int T, int P>
+__global__ void __launch_bounds__(ATT3_WARPS * 32, 2)
+    k_qkv_ring(Mats ms, const float *__restrict__ x, const float *__restrict__ normw, float eps, int need_q, int need_f,
+               EpiDev e, const float *q, const __half *kc, const __half *vc, float *part, float *out, int *counter,
+               int *flag, int n_head, int n_kv, int hd, int max_ctx, int nsplit, const int32_t *pos) {
+	static_assert(G2_WARPS == ATT3_WARPS, "one block size for both");
+	extern __shared__ __align__(16) unsigned char att_dsm[];
+	const int kvh = blockIdx.x / nsplit;
+	auto mid = [&](int ph) {
+		if (ph == 0) {
+			g2_body<T, false, P, G2_WARPS, G2_IO_NOTRIG>(ms, x, normw, eps, need_q, need_f, 0, e,
+			                                             att_dsm + (ATT_RING_ST - 1) * ATT_RING_KEYS * 512,
+			                                             blockIdx.x, gridDim.x);
+			__syncthreads();  // the block's rows stored (the release below carries them)
+			if (threadIdx.x == 0)
+				asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(flag + kvh) : "memory");
+			return;
+		}
+		if (threadIdx.x == 0) {
+			int v;
+			for (long spin = 0;; spin++) {
+				asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(flag + kvh) : "memory");
+				if (v >= nsplit) break;
+				if (spin > (1l << 25)) __trap();  // (seconds: a block of the head never ran)
+			}
+#if ATT_RING_TMA
+			// the K/V rows the other blocks stored, before the bulk copies read them
+			asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+		}
+		__syncthreads();
+	};
+	att3_item<2, false, false, 0, 4>(q, kc, vc, part, out, counter, n_head, n_kv, hd, max_ctx, nsplit, pos, kvh,
+	                                 blockIdx.x % nsplit, false, 0x7fffffff, mid, flag);
+}
+#endif  // QA_FUSE
+
 static bool att2_ok(int n_head, int n_kv, int hd) {
 	return n_kv > 0 && n_head % n_kv == 0 && n_head / n_kv <= ATT2_MAXG && hd % 8 == 0 && hd <= 256 && hd > 0;
 }
 
 // scratch: partials of n_head x nsplit x (hd + 2) floats, the group partials
 // of the two-level combine (n_head x att2_ngroups(nsplit) x (hd + 2)), then
-// n_kv int counters (zero between calls: the combining block resets its own)
+// n_kv int counters and n_kv flags of k_qkv_ring (zero between calls: the
+// combining block resets its own)
 static size_t attn2_scratch_bytes(int n_head, int n_kv, int hd, int nsplit) {
-	return (size_t)n_head * (nsplit + att2_ngroups(nsplit)) * (hd + 2) * sizeof(float) + (size_t)n_kv * sizeof(int);
+	return (size_t)n_head * (nsplit + att2_ngroups(nsplit)) * (hd + 2) * sizeof(float) + (size_t)2 * n_kv * sizeof(int);
 }
 
 // the counters' place in that scratch, after the partials
@@ -6058,8 +6169,8 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 		const size_t bytes = attn2_scratch_bytes(n_head, n_kv_head, head_dim, ns);
 		int rc = reserve_scratch(ctx, bytes);
 		if (rc != SK_OK) return rc;
-		CK(ctx, cudaMemsetAsync((char *)ctx->scratch + bytes - (size_t)n_kv_head * sizeof(int), 0,
-		                        (size_t)n_kv_head * sizeof(int), ctx->stream));
+		CK(ctx, cudaMemsetAsync((char *)ctx->scratch + bytes - (size_t)2 * n_kv_head * sizeof(int), 0,
+		                        (size_t)2 * n_kv_head * sizeof(int), ctx->stream));
 		// (the kernels of contexts up to max_ctx)
 		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns,
 		                    !fat && max_ctx > att2_short_max(ctx, n_head, n_kv_head, head_dim));
@@ -6647,6 +6758,66 @@ static int att2_step_nsplit(const sk_model *m) {
 	return m->nsplit;
 }
 
+// Layer L's Q/K/V GEMV and decode attention as one k_qkv_ring launch, in
+// QA_FUSE builds where it applies (*done then): the long-context graph of a model whose decode
+// attention runs the ring kernel, Q8_0 Q/K/V matrices taking k_gemv2's
+// kernel of 4 pieces per item, and a grid of n_kv x nsplit blocks whose
+// virtual GEMV blocks each hold the rows of one kv head (head_dim = 2 x
+// G2_WARPS x nsplit, one query head per kv head), all resident at once.
+// Elsewhere the caller launches the two kernels.
+static int qkv_ring_launch(sk_model *m, const Layer &L, const sk_epilogue *qkv, bool *done) {
+	*done = false;
+#if QA_FUSE
+	sk_ctx *ctx = m->ctx;
+	const sk_model_config &c = m->cfg;
+	if (!ATT_RING_PDL || !m->att2 || !m->att_long || c.qk_norm) return SK_OK;
+	const int nh = c.n_head, nkv = c.n_kv_head, hd = c.head_dim, G = nh / nkv;
+	const int nsplit = att2_step_nsplit(m), grid = nkv * nsplit;
+	if (G != 1 || att2_md(hd) != 2 || att2_stg(G, hd) || !att2_ring(G, hd) ||
+	    att2_ring_after(ctx, nh, nkv, hd) == std::numeric_limits<int>::max())
+		return SK_OK;
+	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
+	if (att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0) return SK_OK;  // (attn2_decode's clustered kernels)
+	if (hd != 2 * G2_WARPS * nsplit || 2 * G2_WARPS * grid != nh * hd) return SK_OK;
+	const sk_matrix *W[3] = {L.wq, L.wk, L.wv};
+	for (const sk_matrix *w : W)
+		if (!w || w->type != SK_Q8_0 || w->cols != c.dim) return SK_OK;
+	if (L.wq->rows != nh * hd || L.wk->rows != nkv * hd || L.wv->rows != nkv * hd) return SK_OK;
+	int need_q, need_f;
+	Mats ms = g2_mats(3, W, false, &need_q, &need_f);
+	const int total = ms.end[2], npairs = (total + 1) / 2;
+	if (gemv2_pick(3, W, false, npairs <= ctx->sm_count * G2_MINB * G2_WARPS) != gemv2_kernels[6]) return SK_OK;
+	if (g2_prologue_bytes(c.dim, need_q, need_f) > (size_t)ATT_RING_KEYS * 512) return SK_OK;
+	int rc = check_epi(ctx, qkv, total, 3, W[0]->rows);
+	if (rc != SK_OK) return rc;
+	void (*k)(Mats, const float *, const float *, float, int, int, EpiDev, const float *, const __half *,
+	          const __half *, float *, float *, int *, int *, int, int, int, int, int, const int32_t *) =
+	    k_qkv_ring<SK_Q8_0, 4>;
+	// every block resident at once (the blocks of a kv head wait for each other)
+	int nb = 0;
+	cudaFuncAttributes fa;
+	if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.sharedSizeBytes + ATT_RING_BYTES > (size_t)ctx->smem_optin ||
+	    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_RING_BYTES) != cudaSuccess ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ATT3_WARPS * 32, ATT_RING_BYTES) != cudaSuccess) {
+		cudaGetLastError();
+		return SK_OK;
+	}
+	if (nb * ctx->sm_count < grid) return SK_OK;
+	ms.pf = g2_pf(ctx, 3, W, npairs, grid);
+	int *counter = attn2_counters(m->part, nh, hd, nsplit);
+	CK(ctx, launch_pdl(ctx, k, dim3(grid), dim3(ATT3_WARPS * 32), (size_t)ATT_RING_BYTES, ms, (const float *)m->x,
+	                   (const float *)L.attn_norm, c.eps, need_q, need_f, epidev(qkv), (const float *)m->q,
+	                   (const __half *)L.kc, (const __half *)L.vc, m->part, m->att, counter, counter + nkv, nh, nkv, hd,
+	                   c.max_ctx, nsplit, (const int32_t *)m->d_pos));
+	*done = true;
+#else
+	(void)m;
+	(void)L;
+	(void)qkv;
+#endif
+	return SK_OK;
+}
+
 // The v2 forward pass: for one token the fused GEMVs (6 launches per layer),
 // for more the tensor-core GEMMs and the tiled prefill attention.
 static int enqueue_forward_v2(sk_model *m, int n) {
@@ -6678,22 +6849,28 @@ static int enqueue_forward_v2(sk_model *m, int n) {
 		const sk_matrix *wqkv[3] = {L.wq, L.wk, L.wv};
 		const sk_matrix *wgu[2] = {L.gate, L.up};
 		if (n == 1) {
-			if (!c.qk_norm) {
-				rc = gemv2_launch(ctx, 3, wqkv, m->x, L.attn_norm, c.eps, &qkv, 0);
-			} else {
-				rc = gemv2_launch(ctx, 3, wqkv, m->x, L.attn_norm, c.eps, &st, 0);
-				if (rc == SK_OK) rc = sk_qkv_post(ctx, m->qkv, 1, L.q_norm, L.k_norm, c.eps, &qkv);
+			// the Q/K/V GEMV and the attention in one launch where it applies
+			bool fused = false;
+			if (!c.qk_norm) rc = qkv_ring_launch(m, L, &qkv, &fused);
+			if (fused) prof_mark(m, "qkv+attention");
+			if (rc == SK_OK && !fused) {
+				if (!c.qk_norm) {
+					rc = gemv2_launch(ctx, 3, wqkv, m->x, L.attn_norm, c.eps, &qkv, 0);
+				} else {
+					rc = gemv2_launch(ctx, 3, wqkv, m->x, L.attn_norm, c.eps, &st, 0);
+					if (rc == SK_OK) rc = sk_qkv_post(ctx, m->qkv, 1, L.q_norm, L.k_norm, c.eps, &qkv);
+				}
+				prof_mark(m, "qkv");
+				if (rc == SK_OK) {
+					if (m->att2)
+						rc = attn2_decode(ctx, m->q, L.kc, L.vc, m->att, c.n_head, c.n_kv_head, c.head_dim,
+						                  c.max_ctx, m->d_pos, m->part, att2_step_nsplit(m), m->att_long);
+					else
+						rc = attention(ctx, m->q, L.kc, L.vc, m->att, 1, c.n_head, c.n_kv_head, c.head_dim,
+						               c.max_ctx, m->d_pos);
+				}
+				prof_mark(m, "attention");
 			}
-			prof_mark(m, "qkv");
-			if (rc == SK_OK) {
-				if (m->att2)
-					rc = attn2_decode(ctx, m->q, L.kc, L.vc, m->att, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
-					                  m->d_pos, m->part, att2_step_nsplit(m), m->att_long);
-				else
-					rc = attention(ctx, m->q, L.kc, L.vc, m->att, 1, c.n_head, c.n_kv_head, c.head_dim, c.max_ctx,
-					               m->d_pos);
-			}
-			prof_mark(m, "attention");
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 1, &L.wo, m->att, nullptr, 0.f, &acc, 0);
 			prof_mark(m, "o");
 			if (rc == SK_OK) rc = gemv2_launch(ctx, 2, wgu, m->x, L.ffn_norm, c.eps, &swd, 0);

@@ -16,10 +16,16 @@
 // each block also reads a 16 KB activation after the wait and reduces it
 // across the block (a GEMV prologue's dependent read and barrier), from one
 // copy or from 8 (block b reads copy b % 8: whether one vector's L2 lines
-// are the bottleneck). Results: median of 15 replays. (docs/PERF.md's
-// session 20 section has the H200's figures.)
+// are the bottleneck). Then the one copy loaded plainly, through L2 only
+// (__ldcg) and through the non-coherent path (__ldg), twice each. Last, the
+// launch wait replaced by counts: each block waits for every block of the
+// launch before to have counted itself done (g_flag; x then through L2
+// only, as a kernel without the launch wait would have to read it).
+// Results: median of 15 replays. (docs/PERF.md's session 20 and 28
+// sections have the figures.)
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -o /tmp/chain-probe scripts/chain-probe.cu
-//   /tmp/chain-probe [x]     (x: only the runs with an activation read)
+//   /tmp/chain-probe [x|f]   (x: only the runs with an activation read;
+//                             f: the same without the 8 copies)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
@@ -56,6 +62,22 @@ __device__ __forceinline__ uint4 ld16(const uint4 *p) {
 // end (the producer's epilogue). g_xrep 0: no x.
 __device__ float *g_x;
 __device__ int g_xrep;
+// g_flag 1: no launch wait; each block waits instead for every block of the
+// launch before to have counted itself done in g_cnt (thread 0 spins with an
+// acquire load, then a block barrier), and counts itself done at its end
+// (block barrier, then a release add by thread 0). The launch's index in the
+// graph comes in pre's upper bits (0: the first, no wait); the graph zeroes
+// g_cnt first.
+__device__ int g_flag;
+// how a block loads x: 0 plain loads, 1 __ldcg (L2 only), 2 __ldg (the
+// non-coherent path; x is read-only once the launch wait returns)
+__device__ int g_xmode;
+__device__ unsigned *g_cnt;
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+	unsigned v;
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
 template <int U, int NA>
 __global__ void __launch_bounds__(256, 2) k_read(const uint4 *__restrict__ p, size_t n16, unsigned *dep, int pre) {
 	const size_t per = ((n16 + gridDim.x - 1) / gridDim.x + 255) & ~(size_t)255;
@@ -64,13 +86,23 @@ __global__ void __launch_bounds__(256, 2) k_read(const uint4 *__restrict__ p, si
 	uint4 v[U];
 	size_t i = beg + threadIdx.x;
 	bool have = false;
+	const int li = pre >> 1;
+	pre &= 1;
 	if (pre && i < end) {
 #pragma unroll
 		for (int u = 0; u < U; u++) v[u] = ld16<NA>(p + min(i + (size_t)u * 256, end - 1));
 		have = true;
 	}
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-	asm volatile("griddepcontrol.wait;" ::: "memory");
+	const int flag = g_flag;
+	if (!flag) {
+		asm volatile("griddepcontrol.wait;" ::: "memory");
+	} else {
+		if (li > 0 && threadIdx.x == 0)
+			while (ld_acquire(g_cnt + li - 1) < gridDim.x) {
+			}
+		__syncthreads();
+	}
 	acc ^= *(volatile unsigned *)dep;
 	const int xrep = g_xrep;
 	float *xb = g_x;
@@ -79,7 +111,10 @@ __global__ void __launch_bounds__(256, 2) k_read(const uint4 *__restrict__ p, si
 		const float4 *xc = (const float4 *)(xb + (size_t)(blockIdx.x % xrep) * 4096);
 		float4 xv[4];
 #pragma unroll
-		for (int j = 0; j < 4; j++) xv[j] = xc[4 * threadIdx.x + j];
+		for (int j = 0; j < 4; j++) {
+			const float4 *q = xc + 4 * threadIdx.x + j;
+			xv[j] = g_xmode == 1 ? __ldcg(q) : g_xmode == 2 ? __ldg(q) : *q;
+		}
 		float ss = 0.f;
 #pragma unroll
 		for (int j = 0; j < 4; j++) ss += xv[j].x * xv[j].x + xv[j].y * xv[j].y + xv[j].z * xv[j].z + xv[j].w * xv[j].w;
@@ -106,11 +141,20 @@ __global__ void __launch_bounds__(256, 2) k_read(const uint4 *__restrict__ p, si
 			for (int r = 0; r < xrep; r++) xb[(size_t)r * 4096 + blockIdx.x * per + threadIdx.x] = (float)(acc & 7);
 	}
 	if (blockIdx.x == 0 && threadIdx.x == 0) dep[0] = 0;
+	if (flag) {
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			__threadfence();
+			asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(g_cnt + li) : "memory");
+		}
+	}
 }
 
 typedef void (*kfn)(const uint4 *, size_t, unsigned *, int);
 
 static size_t g_smem = 0;  // dynamic shared memory per block: limits the blocks per SM
+static unsigned *h_cnt = nullptr;  // g_cnt (zeroed at the start of each graph when g_flag)
+static int h_flag = 0;
 
 static void launch(kfn k, int grid, const uint4 *p, size_t n16, unsigned *dep, int pre, bool pdl, cudaStream_t s) {
 	cudaLaunchConfig_t cfg = {};
@@ -153,12 +197,14 @@ static double chain(kfn k, int grid, const char *buf, size_t bufbytes, const std
                     bool pdl, unsigned *dep, cudaStream_t s) {
 	cudaGraph_t g;
 	ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "capture");
+	if (h_flag) ck(cudaMemsetAsync(h_cnt, 0, 4096 * sizeof(unsigned), s), "memset counters");
 	size_t off = 0;
+	int li = 0;
 	for (int l = 0; l < nl; l++)
 		for (double m : mb) {
 			const size_t bytes = ((size_t)(m * 1e6) + 4095) & ~(size_t)4095;
 			if (off + bytes > bufbytes) off = 0;
-			launch(k, grid, (const uint4 *)(buf + off), bytes / 16, dep, pre, pdl, s);
+			launch(k, grid, (const uint4 *)(buf + off), bytes / 16, dep, pre | (li++ << 1), pdl, s);
 			off += bytes;
 		}
 	ck(cudaStreamEndCapture(s, &g), "end capture");
@@ -171,7 +217,8 @@ static double chain(kfn k, int grid, const char *buf, size_t bufbytes, const std
 }
 
 int main(int argc, char **argv) {
-	const bool xonly = argc > 1 && strcmp(argv[1], "x") == 0;  // only the runs with x
+	const bool fonly = argc > 1 && strcmp(argv[1], "f") == 0;  // x's loads and the counts, not the 8 copies
+	const bool xonly = fonly || (argc > 1 && strcmp(argv[1], "x") == 0);  // only the runs with x
 	cudaDeviceProp prop;
 	ck(cudaGetDeviceProperties(&prop, 0), "props");
 	const int sms = prop.multiProcessorCount;
@@ -185,6 +232,8 @@ int main(int argc, char **argv) {
 	cudaStream_t s;
 	ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
 	printf("%s, %d SMs\n", prop.name, sms);
+	ck(cudaMalloc(&h_cnt, 4096 * sizeof(unsigned)), "malloc counters");
+	ck(cudaMemcpyToSymbol(g_cnt, &h_cnt, sizeof h_cnt), "symbol");
 
 	struct K {
 		const char *name;
@@ -229,10 +278,39 @@ int main(int argc, char **argv) {
 	printf("(100 KB of shared memory per block; each block reads x after the wait)\n");
 	for (int xrep : {0, 1, 8})
 		for (int i : {2, 3}) {
+			if (fonly && xrep == 8) continue;
 			ck(cudaMemcpyToSymbol(g_xrep, &xrep, sizeof xrep), "symbol");
 			const double t5 = chain(ks[i].k, grid, buf, big, layer, 32, 1, true, dep, s);
 			const double t1 = chain(ks[i].k, grid, buf, big, one, 32, 1, true, dep, s);
 			printf("%-5s pdl 1 pre 1, x copies %d: us per layer 5 launches %.1f, 1 launch %.1f; per boundary %.2f us\n",
+			       ks[i].name, xrep, t5, t1, (t5 - t1) / 4);
+		}
+	// x loaded plainly, through L2 only and through the non-coherent path, twice
+	for (int rep = 0; rep < 2; rep++)
+		for (int xm : {0, 1, 2})
+			for (int i : {2, 3}) {
+				const int one_copy = 1;
+				ck(cudaMemcpyToSymbol(g_xrep, &one_copy, sizeof one_copy), "symbol");
+				ck(cudaMemcpyToSymbol(g_xmode, &xm, sizeof xm), "symbol");
+				const double t5 = chain(ks[i].k, grid, buf, big, layer, 32, 1, true, dep, s);
+				const double t1 = chain(ks[i].k, grid, buf, big, one, 32, 1, true, dep, s);
+				printf("%-5s pdl 1 pre 1, x copies 1, x loads %s: us per layer 5 launches %.1f, 1 launch %.1f; per boundary %.2f us\n",
+				       ks[i].name, xm == 0 ? "plain" : xm == 1 ? "ldcg " : "ldg  ", t5, t1, (t5 - t1) / 4);
+			}
+	{
+		const int xm = 1;  // (the flag runs below load x through L2 only)
+		ck(cudaMemcpyToSymbol(g_xmode, &xm, sizeof xm), "symbol");
+	}
+	// the same with each launch waiting on the blocks' counts instead of the launch wait
+	printf("(the same, each block waiting for the launch before's blocks to count themselves done, g_flag)\n");
+	h_flag = 1;
+	ck(cudaMemcpyToSymbol(g_flag, &h_flag, sizeof h_flag), "symbol");
+	for (int xrep : {0, 1})
+		for (int i : {2, 3}) {
+			ck(cudaMemcpyToSymbol(g_xrep, &xrep, sizeof xrep), "symbol");
+			const double t5 = chain(ks[i].k, grid, buf, big, layer, 32, 1, true, dep, s);
+			const double t1 = chain(ks[i].k, grid, buf, big, one, 32, 1, true, dep, s);
+			printf("%-5s pdl 1 pre 1 flags, x copies %d: us per layer 5 launches %.1f, 1 launch %.1f; per boundary %.2f us\n",
 			       ks[i].name, xrep, t5, t1, (t5 - t1) / 4);
 		}
 	return 0;

@@ -154,11 +154,12 @@ fi
 if has chain; then
 	# the launch chain's ceiling (scripts/chain-probe.cu): launches that only stream a 7B Q8_0 layer's bytes at 4k
 	# tokens of context, with and without programmatic dependent launch, early loads and an activation read
+	# (CHAIN_ARGS: the probe's arguments, e.g. f for only the activation's loads and the counted waits)
 	log "chain probe"
 	mkdir -p /tmp/ab
 	${NVCC:-nvcc} -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -o /tmp/ab/chain-probe scripts/chain-probe.cu \
 		> /tmp/ab/chain-probe.log 2>&1 || { tail -5 /tmp/ab/chain-probe.log; exit 1; }
-	/tmp/ab/chain-probe | tee "$OUT/chain-probe.txt"
+	/tmp/ab/chain-probe ${CHAIN_ARGS:-} | tee "$OUT/chain-probe.txt"
 fi
 if has ab; then
 	# A/B of kernel builds in one machine start: AB is a space-separated list
