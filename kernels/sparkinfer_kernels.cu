@@ -5499,10 +5499,12 @@ static bool att2_ok(int n_head, int n_kv, int hd) {
 
 // scratch: partials of n_head x nsplit x (hd + 2) floats, the group partials
 // of the two-level combine (n_head x att2_ngroups(nsplit) x (hd + 2)), then
-// n_kv int counters and n_kv flags of k_qkv_ring (zero between calls: the
-// combining block resets its own)
+// ATT2_INTS x n_kv ints: the counters, and in QA_FUSE builds k_qkv_ring's
+// flags (zero between calls: the combining block resets its own)
+constexpr int ATT2_INTS = QA_FUSE ? 2 : 1;
 static size_t attn2_scratch_bytes(int n_head, int n_kv, int hd, int nsplit) {
-	return (size_t)n_head * (nsplit + att2_ngroups(nsplit)) * (hd + 2) * sizeof(float) + (size_t)2 * n_kv * sizeof(int);
+	return (size_t)n_head * (nsplit + att2_ngroups(nsplit)) * (hd + 2) * sizeof(float) +
+	       (size_t)ATT2_INTS * n_kv * sizeof(int);
 }
 
 // the counters' place in that scratch, after the partials
@@ -5650,6 +5652,17 @@ static int att2_ring_after(const sk_ctx *ctx, int n_head, int n_kv, int hd) {
 // faster at 128 tokens of context (1,175 against 1,126-1,134 tok/s). At one
 // head per kv head, !two: no context past att2_short_max comes, and the
 // one-block-per-SM kernel runs.
+// Whether attn2_decode launches nsplit splits in clusters, and whether it
+// runs the ring kernel (two: the long-context graph; see att2_ring_after)
+static bool att2_clu_launch(const sk_ctx *ctx, int G, int nsplit) {
+	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
+	return att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
+}
+static bool att2_ring_launch(const sk_ctx *ctx, int n_head, int n_kv, int hd, int nsplit, bool two) {
+	return two && !att2_clu_launch(ctx, n_head / n_kv, nsplit) &&
+	       att2_ring_after(ctx, n_head, n_kv, hd) != std::numeric_limits<int>::max();
+}
+
 static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
                         int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit, bool two) {
 	const int md = att2_md(hd);
@@ -5661,12 +5674,12 @@ static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __h
 	// clusters of ATT_CLN splits (nsplit is a multiple of it, see att2_nsplit),
 	// or of all of them when there are fewer
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
-	const bool clu = att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0;
+	const bool clu = att2_clu_launch(ctx, G, nsplit);
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
 	const bool one = !two && att2_short_max(ctx, n_head, n_kv, hd) > 0;
 	const bool mcol = md == 1 && att2_mma(G, hd);
 	// the ring (past att2_short_max: the long-context graph)
-	const bool rcol = two && !clu && att2_ring_after(ctx, n_head, n_kv, hd) != std::numeric_limits<int>::max();
+	const bool rcol = att2_ring_launch(ctx, n_head, n_kv, hd, nsplit, two);
 	const attn_fn k =
 	    att_kern[row][md == 1 ? (mcol ? ATT_COL_MMA : stg ? 0 : 1)
 	                  : md == 2 ? (stg ? 2 : rcol ? ATT_COL_RING : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3)
@@ -6169,8 +6182,8 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 		const size_t bytes = attn2_scratch_bytes(n_head, n_kv_head, head_dim, ns);
 		int rc = reserve_scratch(ctx, bytes);
 		if (rc != SK_OK) return rc;
-		CK(ctx, cudaMemsetAsync((char *)ctx->scratch + bytes - (size_t)2 * n_kv_head * sizeof(int), 0,
-		                        (size_t)2 * n_kv_head * sizeof(int), ctx->stream));
+		CK(ctx, cudaMemsetAsync((char *)ctx->scratch + bytes - (size_t)ATT2_INTS * n_kv_head * sizeof(int), 0,
+		                        (size_t)ATT2_INTS * n_kv_head * sizeof(int), ctx->stream));
 		// (the kernels of contexts up to max_ctx)
 		return attn2_decode(ctx, d_q, kc, vc, d_out, n_head, n_kv_head, head_dim, max_ctx, d_pos0, ctx->scratch, ns,
 		                    !fat && max_ctx > att2_short_max(ctx, n_head, n_kv_head, head_dim));
@@ -6770,14 +6783,11 @@ static int qkv_ring_launch(sk_model *m, const Layer &L, const sk_epilogue *qkv, 
 #if QA_FUSE
 	sk_ctx *ctx = m->ctx;
 	const sk_model_config &c = m->cfg;
-	if (!ATT_RING_PDL || !m->att2 || !m->att_long || c.qk_norm) return SK_OK;
-	const int nh = c.n_head, nkv = c.n_kv_head, hd = c.head_dim, G = nh / nkv;
+	if (!ATT_RING_PDL || !m->att2 || c.qk_norm) return SK_OK;
+	const int nh = c.n_head, nkv = c.n_kv_head, hd = c.head_dim;
 	const int nsplit = att2_step_nsplit(m), grid = nkv * nsplit;
-	if (G != 1 || att2_md(hd) != 2 || att2_stg(G, hd) || !att2_ring(G, hd) ||
-	    att2_ring_after(ctx, nh, nkv, hd) == std::numeric_limits<int>::max())
-		return SK_OK;
-	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
-	if (att2_clu(ctx, G) && nsplit > 1 && nsplit % csize == 0) return SK_OK;  // (attn2_decode's clustered kernels)
+	// (the ring: one head per kv head of 128)
+	if (!att2_ring_launch(ctx, nh, nkv, hd, nsplit, m->att_long)) return SK_OK;
 	if (hd != 2 * G2_WARPS * nsplit || 2 * G2_WARPS * grid != nh * hd) return SK_OK;
 	const sk_matrix *W[3] = {L.wq, L.wk, L.wv};
 	for (const sk_matrix *w : W)
