@@ -2605,6 +2605,17 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		const int nch = (cols + IC - 1) / IC, stride = nblk * W;
 		int p = p0, c = 0, tc = tA;
 		float s0 = 0.f, s1 = 0.f;
+		// Dropped in session 29: a warp's pairs past its first taken by ticket
+		// (atomicAdd on a counter per warp index, asked for an item before
+		// the answer is needed; the warp with the last ticket zeroed it), so
+		// that faster warps take more pairs, in the launches of more pairs
+		// than warps (7B's Q/K/V, gate/up and output GEMVs). The sums were
+		// the same bit for bit (TestGemvFused, TestSwiGLUFused,
+		// TestDecodePersistent passed). On an H100, 7B Q8_0 decode tok/s at
+		// 128 / 4k, 3 runs, two rounds: 326.4 / 269.2 twice, and with the
+		// grids filled to 264 blocks 326.1 / 268.2 and 326.2 / 268.2, against
+		// 329.4 / 271.8 and 329.6 / 272.2. The trace (H100, 4k) had the
+		// fixed pairs' blocks end within 2.6-5.9 us of each other.
 		// one item: the next item's loads into nxt, then cur's products (and
 		// after a pair's last item its sums out); false past the warp's pairs
 		auto step = [&](G2Raw<U> &cur, G2Raw<U> &nxt) {
@@ -5447,11 +5458,20 @@ __global__ void __launch_bounds__(ATT3_WARPS * 32, LD == 2 ? 1 : 2) k_attn3_spli
 // GEMV, 328.7 / 238.9 and 328.8 / 237.1 against 329.2 / 271.5 and 328.9 /
 // 271.2 (the context below 1,025 tokens runs none of it). The
 // sums are the same bit for bit (TestDecodePersistent's ring case runs it,
-// and passed; compute-sanitizer memcheck of that case: 0 errors). Not yet
-// measured: the likely cause. Two blocks of (96 + 5) KB of shared memory
-// per SM leave L1 28 KB, and the GEMV's loads in flight are held in L1
-// (k_gemv2 alone runs with 29 KB of shared memory per block); a ring of 2
-// stages (-DQA_FUSE=1 -DATT_RING_ST=2: 2 x 70 KB) would leave about 90 KB.
+// and passed; compute-sanitizer memcheck of that case: 0 errors). Session
+// 29: a ring of 2 stages (-DQA_FUSE=1 -DATT_RING_ST=2, 2 x (64 + 5) KB per
+// SM instead of 2 x (96 + 5)) still lost on an H100, 328.8 / 243.9 and
+// 328.8 / 244.0 against 329.4 / 271.8 and 329.6 / 272.2 (TestDecodePersistent
+// passed). Its trace on an H200 (SK_TRACE=1 at 4k) puts the cause in the
+// GEMV phase: 26.9 us per layer from the launch to the blocks' GEMV ends
+// (median body 18.0 us) against 15.9 for k_gemv2's launch (session 20's
+// trace), while the attention after it (24.8-26.6 us to the O GEMV's start)
+// takes about what the ring kernel does (22.9). The GEMV's blocks run slower
+// beside the ring's shared memory. The likely reason (not measured
+// directly): L1, what is left of the 228 KB, holds the loads in flight, and
+// 16 warps per SM each keep an item of about 4 KB of weights in flight.
+// A ring small enough to leave that (2 x 16 KB) was 3.2 us slower alone
+// (ATT_RING_KEYS), more than the launch boundary the fusion saves.
 #ifndef QA_FUSE
 #define QA_FUSE 0
 #endif

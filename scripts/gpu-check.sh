@@ -129,10 +129,11 @@ if has trace; then
 	# records the start, end and phases of every GEMV and attention block
 	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a TRACE_CTX-token context (default 128);
 	# TRACE_LEVEL=2: the GEMVs' prologue split into x loaded, norm and quantization instead;
-	# TRACE_SM=1: when each SM's attention blocks finish their keys (scripts/decode-trace.py)
-	log "trace build"
+	# TRACE_SM=1: when each SM's attention blocks finish their keys (scripts/decode-trace.py);
+	# TRACE_FLAGS: more nvcc flags for the traced build (a variant's -D knobs)
+	log "trace build ${TRACE_FLAGS:-}"
 	mkdir -p /tmp/ab
-	build90 /tmp/ab/trace.so kernels/sparkinfer_kernels.cu -DSK_TRACE=${TRACE_LEVEL:-1} > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
+	build90 /tmp/ab/trace.so kernels/sparkinfer_kernels.cu -DSK_TRACE=${TRACE_LEVEL:-1} ${TRACE_FLAGS:-} > /tmp/ab/trace.log 2>&1 || { tail -5 /tmp/ab/trace.log; exit 1; }
 	[ "${TRACE_LEVEL:-1}" = 2 ] && export TRACE_PHASES=xload,norm,quant
 	for m in ${TRACE_MODELS:-tinyllama-q8_0}; do
 		model $m
