@@ -2903,6 +2903,9 @@ static int gemv2_launch(sk_ctx *ctx, int nmat, const sk_matrix *const *W, const 
 	const int tiles = (npairs + G2_WARPS - 1) / G2_WARPS;
 	// one wave: as many blocks as fit on the GPU at once, each warp taking
 	// an equal share of pairs (a second, partial wave would idle most SMs)
+	// (equal shares per SM: scripts/gpc-probe.cu found the SMs' streaming
+	// rates within a few percent of each other on an H100, and shares set
+	// by each SM's measured rate no faster, session 30)
 	int per_sm = 0;
 	CK(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, G2_WARPS * 32, smem));
 	const int maxgrid = ctx->sm_count * std::max(per_sm, 1);
@@ -4189,6 +4192,19 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // 7B Q4_K_M at 2k 365.0 against 386.4.) Again with the early ring launch and
 // ATT_R1 (session 21, 7B Q8_0 at 4k): 1 read 324.7 / 324.7 against 353.5 /
 // 353.9.
+// The O projection folded into the ring kernel instead (session 30, a
+// knock-out with wrong output, not in the tree): after its keys each block
+// copied a 69,632-byte slice of the layer's O weights into its ring's shared
+// memory (one bulk copy), waited on a counter for its kv head's splits,
+// combined them itself, multiplied its 512 rows with the head's output and
+// wrote them; the last of the 32 heads' blocks of each 512-row chunk summed
+// them, and the step skipped the O GEMV. 7B Q8_0 at 128 / 4k on an H200, 3
+// runs, two rounds: 418.3 / 303.6 and 418.2 / 303.2 against 417.3 / 354.3
+// and 417.0 / 354.8. The trace put the blocks' tail after the keys at 18.3
+// us (median); with the multiplication left out (an H100 trace) still 10.0
+// us, and the attention launch 39.7 us a layer against 37.5 for the ring and
+// the O GEMV together. The copy, the wait for the head and the chunks'
+// last-arriver sums are a longer chain than the O GEMV's launch.
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif

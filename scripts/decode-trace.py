@@ -18,6 +18,9 @@
 # latest SMs of the first launch, and whether the same SMs are late in every
 # launch (each SM's mean rank in the two halves of the step's launches, and
 # their correlation: near 1 if lateness follows the SM, near 0 if random).
+# It also gives, for every kind of launch, each SM's mean block end after its
+# launch's median end; with GPC_MAP (scripts/gpc-probe.cu's "sm group size"
+# lines) the same averaged per group of SMs.
 # (run by `scripts/gpu-check.sh run trace`)
 import csv, os, sys, statistics as st
 P = os.environ.get("TRACE_PHASES", "wait,prologue,body").split(",")
@@ -104,3 +107,33 @@ if os.environ.get("TRACE_SM") == "1":
         allm = sorted(((st.mean(r[sm] for r in ranks), sm) for sm in sms), reverse=True)
         print("  latest on average (SM mean rank): " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[:12]))
         print("  earliest on average: " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[-8:]))
+
+if os.environ.get("TRACE_SM") == "1":
+    # every launch of the step: each block's end relative to its launch's
+    # median end (us), per SM averaged over the launches of a kind; with
+    # GPC_MAP (scripts/gpc-probe.cu's "sm group size" lines) also per group
+    gmap = {}
+    if os.environ.get("GPC_MAP"):
+        for ln in open(os.environ["GPC_MAP"]):
+            f = ln.split()
+            if len(f) >= 3:
+                gmap[int(f[0])] = (int(f[1]), int(f[2]))
+    kinds = {}
+    for c in step:
+        R = c["recs"]
+        med_end = st.median(r["g1"] for r in R)
+        k = kinds.setdefault(name(c["key"]), {})
+        for r in R:
+            k.setdefault(r["sm"], []).append((r["g1"] - med_end) / 1e3)
+    print("per kind of launch: each SM's mean block end after its launch's median end (us)")
+    for n, by_sm in kinds.items():
+        m = sorted((st.mean(v), sm) for sm, v in by_sm.items())
+        line = "  %-22s SMs %3d  earliest %+.2f  10%% %+.2f  median %+.2f  90%% %+.2f  latest %+.2f" % (
+            n, len(m), m[0][0], m[len(m) // 10][0], m[len(m) // 2][0], m[len(m) * 9 // 10][0], m[-1][0])
+        if gmap:
+            grp = {}
+            for v, sm in m:
+                if sm in gmap:
+                    grp.setdefault(gmap[sm], []).append(v)
+            line += "  | by group(size): " + " ".join("%d(%d) %+.2f" % (g, s, st.mean(v)) for (g, s), v in sorted(grp.items()))
+        print(line)

@@ -6,7 +6,7 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab trace probe chain;
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab gpc trace probe chain;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 2); the `variants` stage runs stories,
@@ -124,6 +124,15 @@ PY
 	done
 fi
 
+if has gpc; then
+	# groups of SMs that share thread block clusters, and streaming shares set by SM (scripts/gpc-probe.cu);
+	# writes $OUT/gpc-map.txt, which the trace stage after it (TRACE_SM=1) uses to group the SMs
+	log "gpc probe"
+	mkdir -p /tmp/ab
+	${NVCC:-nvcc} -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -o /tmp/ab/gpc-probe scripts/gpc-probe.cu \
+		> /tmp/ab/gpc-probe.log 2>&1 || { tail -5 /tmp/ab/gpc-probe.log; exit 1; }
+	/tmp/ab/gpc-probe "$OUT/gpc-map.txt" | tee "$OUT/gpc-probe.txt"
+fi
 if has trace; then
 	# where a decode step's time goes, block by block: a -DSK_TRACE=1 build
 	# records the start, end and phases of every GEMV and attention block
@@ -140,7 +149,7 @@ if has trace; then
 		log "trace $m"
 		SK_TRACE_OUT=/tmp/ab/trace-$m.csv "$SI" bench --device cuda --kernels /tmp/ab/trace.so --kernels-any-digest-unsafe \
 			--model "$MODELS/$m.gguf" --ctx ${TRACE_CTX:-128} --tokens 16 --runs 1 --prefill 16 > /dev/null 2>&1
-		python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; sed -n '/^per kind/,$p' "$OUT/trace-$m.txt"
+		GPC_MAP=$([ -f "$OUT/gpc-map.txt" ] && echo "$OUT/gpc-map.txt") python3 scripts/decode-trace.py /tmp/ab/trace-$m.csv > "$OUT/trace-$m.txt"; head -12 "$OUT/trace-$m.txt"; sed -n '/^per kind/,$p' "$OUT/trace-$m.txt"
 	done
 fi
 if has probe; then
