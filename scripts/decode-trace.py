@@ -107,8 +107,6 @@ if os.environ.get("TRACE_SM") == "1":
         allm = sorted(((st.mean(r[sm] for r in ranks), sm) for sm in sms), reverse=True)
         print("  latest on average (SM mean rank): " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[:12]))
         print("  earliest on average: " + ", ".join("%d %.2f" % (sm, v) for v, sm in allm[-8:]))
-
-if os.environ.get("TRACE_SM") == "1":
     # every launch of the step: each block's end relative to its launch's
     # median end (us), per SM averaged over the launches of a kind; with
     # GPC_MAP (scripts/gpc-probe.cu's "sm group size" lines) also per group

@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
 	const int nsm = prop.multiProcessorCount;
 	printf("%s, %d SMs, L2 %d MB\n", prop.name, nsm, prop.l2CacheSize >> 20);
 
-	// ---- 1. the GPC map
+	// ---- 1. groups of SMs that share clusters
 	std::vector<int> uf(nsm);
 	std::iota(uf.begin(), uf.end(), 0);
 	std::vector<int> seen(nsm, 0);
@@ -146,7 +146,7 @@ int main(int argc, char **argv) {
 				}
 		}
 	}
-	std::vector<int> grp(nsm, -1), gsize;
+	std::vector<int> grp(nsm, -1);
 	std::vector<std::vector<int>> groups;
 	for (int s = 0; s < nsm; s++) {
 		const int r = find(uf, s);
@@ -247,21 +247,21 @@ int main(int argc, char **argv) {
 	};
 	for (double mb : {17.8, 47.9, 95.8, 512.0}) {
 		const size_t n16 = (size_t)(mb * 1e6 / 16) & ~(size_t)255;
-		std::vector<double> eq(nb, 1.0), bygpc(nb), rate(nsm, 0.0);
-		for (int u = 0; u < nb; u++) bygpc[u] = 1.0 / groups[grp[u / 2]].size();
-		const auto oeq = offsets(eq, n16), ogpc = offsets(bygpc, n16);
+		std::vector<double> eq(nb, 1.0), bygrp(nb), rate(nsm, 0.0);
+		for (int u = 0; u < nb; u++) bygrp[u] = 1.0 / groups[grp[u / 2]].size();
+		const auto oeq = offsets(eq, n16), ogrp = offsets(bygrp, n16);
 		// warm-up and the measured rates of the equal shares
 		for (int r = 0; r < 5; r++) run(1, oeq, nullptr);
 		for (int r = 0; r < 10; r++) run(1, oeq, &rate);
 		std::vector<double> byrate(nb);
 		for (int u = 0; u < nb; u++) byrate[u] = rate[u / 2] > 0 ? rate[u / 2] : 1.0;
 		const auto orate = offsets(byrate, n16);
-		const char *names[4] = {"block index (no atomic)", "by SM, equal", "by SM, equal per GPC", "by SM, measured rates"};
+		const char *names[4] = {"block index (no atomic)", "by SM, equal", "by SM, equal per group", "by SM, measured rates"};
 		std::vector<std::vector<double>> ev(4), span(4);
 		int extra[4] = {0, 0, 0, 0}, orph[4] = {0, 0, 0, 0};
 		for (int r = 0; r < 30; r++)
 			for (int m = 0; m < 4; m++) {
-				const Res x = m == 0 ? run(0, oeq, nullptr) : run(1, m == 1 ? oeq : m == 2 ? ogpc : orate, nullptr);
+				const Res x = m == 0 ? run(0, oeq, nullptr) : run(1, m == 1 ? oeq : m == 2 ? ogrp : orate, nullptr);
 				ev[m].push_back(x.ev);
 				span[m].push_back(x.span);
 				extra[m] += x.extra;
@@ -274,7 +274,7 @@ int main(int argc, char **argv) {
 			printf("  %-26s event %8.2f us  span %8.2f us (min %.2f)  extra blocks %d  orphan units %d\n", names[m], ev[m][15],
 			       span[m][15], span[m][0], extra[m], orph[m]);
 		}
-		// the equal shares' rate per GPC (GB/s per SM)
+		// the equal shares' rate per SM (GB/s), by group
 		printf("  equal shares, rate per SM (GB/s) by group:");
 		for (size_t g = 0; g < groups.size(); g++) {
 			double s = 0;

@@ -138,7 +138,7 @@ if has trace; then
 	# records the start, end and phases of every GEMV and attention block
 	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a TRACE_CTX-token context (default 128);
 	# TRACE_LEVEL=2: the GEMVs' prologue split into x loaded, norm and quantization instead;
-	# TRACE_SM=1: when each SM's attention blocks finish their keys (scripts/decode-trace.py);
+	# TRACE_SM=1: each SM's lateness (scripts/decode-trace.py), by group of SMs when the gpc stage ran first;
 	# TRACE_FLAGS: more nvcc flags for the traced build (a variant's -D knobs)
 	log "trace build ${TRACE_FLAGS:-}"
 	mkdir -p /tmp/ab
