@@ -1862,6 +1862,49 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane, i
 // scales h[u], h[U + u]; Q4_K r[0..5] = header a, header b, qs a (2), qs b
 // (2); Q6_K r[0..5] = ql a (2), qh a, ql b (2), qh b, s = their scales,
 // h[0], h[1] = their d.
+// G2_EF: the streamed bytes are marked evict-first in L2 (a fractional
+// createpolicy of 1.0), so that what each step reuses across launches (the
+// kernels' code, the activations, the norm weights, the attention's
+// partials) is not pushed out of L2 by the weights and K/V that are read
+// once per step: bit 0 the Q8_0 GEMVs' weights and scales, bit 1 the ring
+// attention's K and V copies (0: neither, A/B). A/B on an H100 (session 31,
+// decode tok/s at 128 / 4k tokens of context, 3 runs, two rounds per
+// machine start): 7B Q8_0 1 340.9 / 277.6 and 339.8 / 277.1, 3 340.9 /
+// 277.6 and 340.8 / 277.6, against 334.1 / 276.5 and 333.9 / 275.7 with 0;
+// in another start 3 340.8 / 277.9 and 338.3 / 276.6 against 333.1 / 276.0
+// and 330.5 / 276.5, TinyLlama Q8_0 1,173.1 / 1,056.7 and 1,176.5 /
+// 1,072.9 against 1,171.5 / 1,064.2 and 1,174.9 / 1,063.4, 7B Q4_K_M
+// (only the ring's hint applies) 421.4 / 324.7 and 417.9 / 321.7 against
+// 424.0 / 325.0 and 421.0 / 323.8; in a third start 1 341.0 / 277.6 and
+// 340.3 / 277.4 against 330.8 / 274.3 and 331.5 / 274.9. The ring's hint
+// gains nothing, so only bit 0 is on: 7B Q8_0 +2-3% at 128, +0.1-1.2% at 4k.
+#ifndef G2_EF
+#define G2_EF 1
+#endif
+__device__ __forceinline__ uint64_t ef_policy() {
+	uint64_t p;
+	asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+	return p;
+}
+__device__ __forceinline__ uint4 ldg_ef(const uint4 *a, uint64_t pol) {
+	uint4 v;
+	asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	    : "l"(a), "l"(pol));
+	return v;
+}
+__device__ __forceinline__ __half ldg_ef(const __half *a, uint64_t pol) {
+	unsigned short v;
+	asm("ld.global.nc.L2::cache_hint.b16 %0, [%1], %2;\n" : "=h"(v) : "l"(a), "l"(pol));
+	return __ushort_as_half(v);
+}
+// a streamed weight load: evict-first with G2_EF's bit 0 (pol from ef_policy), else plain
+template <typename V>
+__device__ __forceinline__ V ldg_w(const V *a, uint64_t pol) {
+	if (G2_EF & 1) return ldg_ef(a, pol);
+	return __ldg(a);
+}
+
 template <int U>
 struct G2Raw {
 	uint4 r[2 * U > 6 ? 2 * U : 6];
@@ -1882,13 +1925,14 @@ __device__ __forceinline__ void g2_ld(const PairLoc &L, int t, int c, int lane, 
 		const int8_t *wa = (const int8_t *)L.a.q + (size_t)L.ra * cols, *wb = (const int8_t *)L.b.q + (size_t)L.rb * cols;
 		const __half *da = L.a.d + (size_t)L.ra * (cols / 32), *db = L.b.d + (size_t)L.rb * (cols / 32);
 		const int c0 = c * 512 * U + lane * 16;
+		const uint64_t pol = G2_EF & 1 ? ef_policy() : 0;
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			const int cc = min(c0 + 512 * u, cols - 16);  // past the row: re-read, unused
-			R.r[u] = __ldg((const uint4 *)(wa + cc));
-			R.r[U + u] = __ldg((const uint4 *)(wb + cc));
-			R.h[u] = __ldg(da + (cc >> 5));
-			R.h[U + u] = __ldg(db + (cc >> 5));
+			R.r[u] = ldg_w((const uint4 *)(wa + cc), pol);
+			R.r[U + u] = ldg_w((const uint4 *)(wb + cc), pol);
+			R.h[u] = ldg_w(da + (cc >> 5), pol);
+			R.h[U + u] = ldg_w(db + (cc >> 5), pol);
 		}
 		return;
 	}
@@ -2373,6 +2417,14 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// against the landed kernels): the down GEMV copying a pre-quantized x's
 	// 31.6 KB into shared memory instead of loading and quantizing (wrong
 	// output) 7B Q8_0 at 128 / 4k +0.1% / +0.6%, 7B Q4_K_M +1.6% / +1.7%.
+	// Session 31 (an H100, 2 rounds of 3 runs): the down GEMV split by
+	// columns, blocks [0, 128) on the left 5,504 and [128, 256) on the right
+	// (each quantizing only its half of x: one block of 32 per thread), the
+	// right half's sums added by the next Q/K/V GEMV's prologue and the O
+	// GEMV's epilogue, 305.1 / 249.5 and 304.3 / 249.4 against 329.1 / 272.1
+	// and 328.8 / 271.7; with its sums never added (wrong output) 257.7 /
+	// 258.2 at 4k against 276.3 / 275.8. Its profile put the loss in the
+	// next Q/K/V GEMV (+4.3-5.8 us a launch), not in the down GEMV (PERF.md).
 	const bool ph = G2_HALF && pq && nb32 <= (W * 16 < 128 ? W * 16 : 128);
 	const int hb = threadIdx.x >> 1, hh = threadIdx.x & 1;
 	const bool hok = ph && hb < nb32;
@@ -3400,7 +3452,15 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
 #endif
 }
 __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-#if ATT_RING_TMA
+#if ATT_RING_TMA && (G2_EF & 2)
+	uint64_t pol;
+	asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+	asm volatile(
+	    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+	        smem_u32(dst)),
+	    "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+	    : "memory");
+#elif ATT_RING_TMA
 	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
 	                 smem_u32(dst)),
 	             "l"(src), "r"(bytes), "r"(smem_u32(bar))

@@ -182,7 +182,8 @@ if has ab; then
 	# name:VAR=value[,VAR=value]) times each build once per setting of the
 	# library's run-time variables (e.g. "all:SPARKINFER_G2_PF_MAX=1000000
 	# none:SPARKINFER_G2_PF_MAX=0"); AB_TESTS (a go test -run pattern) first
-	# runs those per-op tests with every build; AB_PREFILL (default 512) sets
+	# runs those per-op tests with every build (AB_PARITY=N: each build's
+	# model parity over N positions); AB_PREFILL (default 512) sets
 	# the prefill measured after each context (16: little time spent there).
 	log "a/b builds: ${AB:?set AB=name=source[:flags] ...}"
 	mkdir -p /tmp/ab
@@ -207,6 +208,18 @@ if has ab; then
 		done
 	fi
 	wait $synth_pid
+	# AB_PARITY=N: each build's parity with the CPU reference over N positions
+	# of every BENCH_MODELS model first
+	if [ -n "${AB_PARITY:-}" ]; then
+		for m in ${BENCH_MODELS:-tinyllama-q8_0}; do
+			for spec in $AB; do
+				name=${spec%%=*}
+				"$SI" parity --kernels "/tmp/ab/$name.so" --kernels-any-digest-unsafe --model "$MODELS/$m.gguf" \
+					--tokens "$AB_PARITY" --json > "$OUT/ab-parity-$name-$m.json" 2>&1
+				echo "parity $m $name exit $?: $(tr -d '\n' < "$OUT/ab-parity-$name-$m.json" | head -c 300)"
+			done
+		done
+	fi
 	for round in $(seq ${AB_ROUNDS:-2}); do
 		for m in ${BENCH_MODELS:-tinyllama-q8_0}; do
 			for spec in $AB; do
