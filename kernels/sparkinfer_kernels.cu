@@ -1877,7 +1877,9 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane, i
 // (only the ring's hint applies) 421.4 / 324.7 and 417.9 / 321.7 against
 // 424.0 / 325.0 and 421.0 / 323.8; in a third start 1 341.0 / 277.6 and
 // 340.3 / 277.4 against 330.8 / 274.3 and 331.5 / 274.9. The ring's hint
-// gains nothing, so only bit 0 is on: 7B Q8_0 +2-3% at 128, +0.1-1.2% at 4k.
+// gains nothing, so only bit 0 is on: 7B Q8_0 +1.8-3.1% at 128, +0.0-1.2%
+// at 4k. Which of the kept lines make the gain, and why it is larger at 128,
+// is not measured (PERF.md, session 31).
 #ifndef G2_EF
 #define G2_EF 1
 #endif
