@@ -3455,12 +3455,10 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
 }
 __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
 #if ATT_RING_TMA && (G2_EF & 2)
-	uint64_t pol;
-	asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
 	asm volatile(
 	    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
 	        smem_u32(dst)),
-	    "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+	    "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(ef_policy())
 	    : "memory");
 #elif ATT_RING_TMA
 	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
