@@ -1417,6 +1417,75 @@ __device__ __forceinline__ int dp4x4(const int4 w, const int4 x) {
 	return __dp4a(w.w, x.w, __dp4a(w.z, x.z, __dp4a(w.y, x.y, __dp4a(w.x, x.x, 0))));
 }
 
+// G2_EF: the streamed bytes are marked evict-first in L2 (a fractional
+// createpolicy of 1.0), so that what each step reuses across launches (the
+// kernels' code, the activations, the norm weights, the attention's
+// partials, the lines the next launch asks of L2 before its wait) is not
+// pushed out of L2 by the weights and K/V that are read once per step: bit
+// 0 the Q8_0 GEMVs' weights and scales, bit 1 the ring attention's K and V
+// copies, bit 2 the K-quant GEMVs' (Q4_K, Q6_K) weights, headers and scales
+// (0: none, A/B). A/B on an H100 (session 31, decode tok/s at 128 / 4k
+// tokens of context, 3 runs, two rounds per machine start): 7B Q8_0 1
+// 340.9 / 277.6 and 339.8 / 277.1, 3 340.9 / 277.6 and 340.8 / 277.6,
+// against 334.1 / 276.5 and 333.9 / 275.7 with 0; in another start 3 340.8
+// / 277.9 and 338.3 / 276.6 against 333.1 / 276.0 and 330.5 / 276.5,
+// TinyLlama Q8_0 1,173.1 / 1,056.7 and 1,176.5 / 1,072.9 against 1,171.5 /
+// 1,064.2 and 1,174.9 / 1,063.4, 7B Q4_K_M (only the ring's hint applies)
+// 421.4 / 324.7 and 417.9 / 321.7 against 424.0 / 325.0 and 421.0 / 323.8;
+// in a third start 1 341.0 / 277.6 and 340.3 / 277.4 against 330.8 / 274.3
+// and 331.5 / 274.9. The ring's hint gains nothing, so bit 1 is off.
+// Session 32 (H100): 5 against 1, 7B Q4_K_M 424.6 / 320.2 and 424.7 /
+// 320.4 against 416.1 / 319.8 and 417.3 / 319.7, TinyLlama Q4_K_M 1,358.1 /
+// 1,212.4 and 1,354.4 / 1,207.2 against 1,355.5 / 1,219.7 and 1,362.8 /
+// 1,213.4 (within its rounds' spread). 5 against 0 at 128 / 256 / 512 /
+// 1,024 tokens of context (two rounds): 7B Q4_K_M +1.6-2.1% at each, 7B
+// Q8_0 +1.7-2.0% up to 512 and +0.4-0.6% at 1,024, where the ring attention
+// runs; at 4k the gain is -0.4 to +1.2% (sessions 31 and 32). So the contexts that gain are
+// those that do not run the ring kernel (200 KB of shared memory per SM);
+// why the gain goes with it is not measured. Events between the launches (no graph,
+// SPARKINFER_PROFILE=1, 7B Q4_K_M at 128) put 22 of the 37 us per step
+// gained in the Q/K/V GEMV and 11 in the down GEMV; the graph's figures
+// gain more (the bench's 2%, 48 us), so part of the gain is in the overlap
+// of one launch with the next (PERF.md, session 32).
+#ifndef G2_EF
+#define G2_EF 5
+#endif
+__device__ __forceinline__ uint64_t ef_policy() {
+	uint64_t p;
+	asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+	return p;
+}
+__device__ __forceinline__ uint4 ldg_ef(const uint4 *a, uint64_t pol) {
+	uint4 v;
+	asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	    : "l"(a), "l"(pol));
+	return v;
+}
+__device__ __forceinline__ uint2 ldg_ef(const uint2 *a, uint64_t pol) {
+	uint2 v;
+	asm("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n" : "=r"(v.x), "=r"(v.y) : "l"(a), "l"(pol));
+	return v;
+}
+__device__ __forceinline__ __half ldg_ef(const __half *a, uint64_t pol) {
+	unsigned short v;
+	asm("ld.global.nc.L2::cache_hint.b16 %0, [%1], %2;\n" : "=h"(v) : "l"(a), "l"(pol));
+	return __ushort_as_half(v);
+}
+// a streamed weight load: evict-first with G2_EF's bit 0 (pol from ef_policy), else plain
+template <typename V>
+__device__ __forceinline__ V ldg_w(const V *a, uint64_t pol) {
+	if (G2_EF & 1) return ldg_ef(a, pol);
+	return __ldg(a);
+}
+// a streamed K-quant weight load (Q4_K, Q6_K): evict-first with G2_EF's bit 2
+template <typename V>
+__device__ __forceinline__ V ldg_kq(const V *a, uint64_t pol) {
+	if (G2_EF & 4) return ldg_ef(a, pol);
+	return __ldg(a);
+}
+
+
 // Q8_0: lane covers 16 bytes per step of 512 elements. Steps go in groups
 // of Q8_U: every load of a group is issued before any of its products (the
 // compiler otherwise lets the first product wait on its load before the
@@ -1578,6 +1647,7 @@ __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev 
 	const uint8_t *pb = (const uint8_t *)b.q + (size_t)rb * b.row_bytes;
 	const int g = lane & 3, gq = q4x_group(g), o0 = q4x_off0(g), o1 = q4x_off1(g);
 	float s0 = 0.f, s1 = 0.f;
+	const uint64_t pol = G2_EF & 4 ? ef_policy() : 0;
 	// warp-uniform trip count (the shuffles of q4x_pieces): lanes past the
 	// row re-read its last super-block and add nothing
 	for (int base = 0; base < nsb; base += 8 * Q4_U) {
@@ -1587,12 +1657,12 @@ __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev 
 		for (int u = 0; u < Q4_U; u++) {
 			const int sb = min(sb0 + 8 * u, nsb - 1);  // past the row: re-read, unused
 			const uint8_t *ba = pa + (size_t)sb * 144, *bb = pb + (size_t)sb * 144;
-			ha[u] = __ldg((const uint4 *)ba);
-			hb[u] = __ldg((const uint4 *)bb);
-			qa0[u] = __ldg((const uint4 *)(ba + o0));
-			qa1[u] = __ldg((const uint4 *)(ba + o1));
-			qb0[u] = __ldg((const uint4 *)(bb + o0));
-			qb1[u] = __ldg((const uint4 *)(bb + o1));
+			ha[u] = ldg_kq((const uint4 *)ba, pol);
+			hb[u] = ldg_kq((const uint4 *)bb, pol);
+			qa0[u] = ldg_kq((const uint4 *)(ba + o0), pol);
+			qa1[u] = ldg_kq((const uint4 *)(ba + o1), pol);
+			qb0[u] = ldg_kq((const uint4 *)(bb + o0), pol);
+			qb1[u] = ldg_kq((const uint4 *)(bb + o1), pol);
 		}
 #pragma unroll
 		for (int u = 0; u < Q4_U; u++) {
@@ -1652,6 +1722,7 @@ __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev 
 	const __half *da = a.d + (size_t)ra * nsb, *db = b.d + (size_t)rb * nsb;
 	const int n = (lane >> 1) & 1, p = lane & 1, l0 = p * 16;
 	float s0 = 0.f, s1 = 0.f;
+	const uint64_t pol = G2_EF & 4 ? ef_policy() : 0;
 	for (int sb0 = lane >> 2; sb0 < nsb; sb0 += 8 * Q6_U) {
 		uint4 a0[Q6_U], a1[Q6_U], ah[Q6_U], b0[Q6_U], b1[Q6_U], bh[Q6_U];
 		uint2 as[Q6_U], bs[Q6_U];
@@ -1660,16 +1731,16 @@ __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev 
 		for (int u = 0; u < Q6_U; u++) {
 			const int sb = min(sb0 + 8 * u, nsb - 1);  // past the row: re-read, unused
 			const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
-			a0[u] = __ldg((const uint4 *)(ba + n * 64 + l0));
-			a1[u] = __ldg((const uint4 *)(ba + n * 64 + 32 + l0));
-			ah[u] = __ldg((const uint4 *)(ba + 128 + n * 32 + l0));
-			as[u] = __ldg((const uint2 *)(ba + 192 + n * 8));
-			b0[u] = __ldg((const uint4 *)(bb + n * 64 + l0));
-			b1[u] = __ldg((const uint4 *)(bb + n * 64 + 32 + l0));
-			bh[u] = __ldg((const uint4 *)(bb + 128 + n * 32 + l0));
-			bs[u] = __ldg((const uint2 *)(bb + 192 + n * 8));
-			fa[u] = __ldg(da + sb);
-			fb[u] = __ldg(db + sb);
+			a0[u] = ldg_kq((const uint4 *)(ba + n * 64 + l0), pol);
+			a1[u] = ldg_kq((const uint4 *)(ba + n * 64 + 32 + l0), pol);
+			ah[u] = ldg_kq((const uint4 *)(ba + 128 + n * 32 + l0), pol);
+			as[u] = ldg_kq((const uint2 *)(ba + 192 + n * 8), pol);
+			b0[u] = ldg_kq((const uint4 *)(bb + n * 64 + l0), pol);
+			b1[u] = ldg_kq((const uint4 *)(bb + n * 64 + 32 + l0), pol);
+			bh[u] = ldg_kq((const uint4 *)(bb + 128 + n * 32 + l0), pol);
+			bs[u] = ldg_kq((const uint2 *)(bb + 192 + n * 8), pol);
+			fa[u] = ldg_kq(da + sb, pol);
+			fb[u] = ldg_kq(db + sb, pol);
 		}
 #pragma unroll
 		for (int u = 0; u < Q6_U; u++) {
@@ -1862,51 +1933,6 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane, i
 // scales h[u], h[U + u]; Q4_K r[0..5] = header a, header b, qs a (2), qs b
 // (2); Q6_K r[0..5] = ql a (2), qh a, ql b (2), qh b, s = their scales,
 // h[0], h[1] = their d.
-// G2_EF: the streamed bytes are marked evict-first in L2 (a fractional
-// createpolicy of 1.0), so that what each step reuses across launches (the
-// kernels' code, the activations, the norm weights, the attention's
-// partials) is not pushed out of L2 by the weights and K/V that are read
-// once per step: bit 0 the Q8_0 GEMVs' weights and scales, bit 1 the ring
-// attention's K and V copies (0: neither, A/B). A/B on an H100 (session 31,
-// decode tok/s at 128 / 4k tokens of context, 3 runs, two rounds per
-// machine start): 7B Q8_0 1 340.9 / 277.6 and 339.8 / 277.1, 3 340.9 /
-// 277.6 and 340.8 / 277.6, against 334.1 / 276.5 and 333.9 / 275.7 with 0;
-// in another start 3 340.8 / 277.9 and 338.3 / 276.6 against 333.1 / 276.0
-// and 330.5 / 276.5, TinyLlama Q8_0 1,173.1 / 1,056.7 and 1,176.5 /
-// 1,072.9 against 1,171.5 / 1,064.2 and 1,174.9 / 1,063.4, 7B Q4_K_M
-// (only the ring's hint applies) 421.4 / 324.7 and 417.9 / 321.7 against
-// 424.0 / 325.0 and 421.0 / 323.8; in a third start 1 341.0 / 277.6 and
-// 340.3 / 277.4 against 330.8 / 274.3 and 331.5 / 274.9. The ring's hint
-// gains nothing, so only bit 0 is on: 7B Q8_0 +1.8-3.1% at 128, +0.0-1.2%
-// at 4k. Which of the kept lines make the gain, and why it is larger at 128,
-// is not measured (PERF.md, session 31).
-#ifndef G2_EF
-#define G2_EF 1
-#endif
-__device__ __forceinline__ uint64_t ef_policy() {
-	uint64_t p;
-	asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-	return p;
-}
-__device__ __forceinline__ uint4 ldg_ef(const uint4 *a, uint64_t pol) {
-	uint4 v;
-	asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	    : "l"(a), "l"(pol));
-	return v;
-}
-__device__ __forceinline__ __half ldg_ef(const __half *a, uint64_t pol) {
-	unsigned short v;
-	asm("ld.global.nc.L2::cache_hint.b16 %0, [%1], %2;\n" : "=h"(v) : "l"(a), "l"(pol));
-	return __ushort_as_half(v);
-}
-// a streamed weight load: evict-first with G2_EF's bit 0 (pol from ef_policy), else plain
-template <typename V>
-__device__ __forceinline__ V ldg_w(const V *a, uint64_t pol) {
-	if (G2_EF & 1) return ldg_ef(a, pol);
-	return __ldg(a);
-}
-
 template <int U>
 struct G2Raw {
 	uint4 r[2 * U > 6 ? 2 * U : 6];
@@ -1939,31 +1965,32 @@ __device__ __forceinline__ void g2_ld(const PairLoc &L, int t, int c, int lane, 
 		return;
 	}
 	const int nsb = L.a.cols / 256;
+	const uint64_t pol = G2_EF & 4 ? ef_policy() : 0;
 	const int sb = min(c * 8 + (lane >> 2), nsb - 1);  // past the row: re-read, unused
 	if (t == SK_Q4_K) {
 		const uint8_t *ba = (const uint8_t *)L.a.q + (size_t)L.ra * L.a.row_bytes + (size_t)sb * 144;
 		const uint8_t *bb = (const uint8_t *)L.b.q + (size_t)L.rb * L.b.row_bytes + (size_t)sb * 144;
 		const int o0 = q4x_off0(lane & 3), o1 = q4x_off1(lane & 3);
-		R.r[0] = __ldg((const uint4 *)ba);
-		R.r[1] = __ldg((const uint4 *)bb);
-		R.r[2] = __ldg((const uint4 *)(ba + o0));
-		R.r[3] = __ldg((const uint4 *)(ba + o1));
-		R.r[4] = __ldg((const uint4 *)(bb + o0));
-		R.r[5] = __ldg((const uint4 *)(bb + o1));
+		R.r[0] = ldg_kq((const uint4 *)ba, pol);
+		R.r[1] = ldg_kq((const uint4 *)bb, pol);
+		R.r[2] = ldg_kq((const uint4 *)(ba + o0), pol);
+		R.r[3] = ldg_kq((const uint4 *)(ba + o1), pol);
+		R.r[4] = ldg_kq((const uint4 *)(bb + o0), pol);
+		R.r[5] = ldg_kq((const uint4 *)(bb + o1), pol);
 	} else {
 		const uint8_t *ba = (const uint8_t *)L.a.q + (size_t)L.ra * L.a.row_bytes + (size_t)sb * 208;
 		const uint8_t *bb = (const uint8_t *)L.b.q + (size_t)L.rb * L.b.row_bytes + (size_t)sb * 208;
 		const int n = (lane >> 1) & 1, l0 = (lane & 1) * 16;
-		R.r[0] = __ldg((const uint4 *)(ba + n * 64 + l0));
-		R.r[1] = __ldg((const uint4 *)(ba + n * 64 + 32 + l0));
-		R.r[2] = __ldg((const uint4 *)(ba + 128 + n * 32 + l0));
-		R.s[0] = __ldg((const uint2 *)(ba + 192 + n * 8));
-		R.r[3] = __ldg((const uint4 *)(bb + n * 64 + l0));
-		R.r[4] = __ldg((const uint4 *)(bb + n * 64 + 32 + l0));
-		R.r[5] = __ldg((const uint4 *)(bb + 128 + n * 32 + l0));
-		R.s[1] = __ldg((const uint2 *)(bb + 192 + n * 8));
-		R.h[0] = __ldg(L.a.d + (size_t)L.ra * nsb + sb);
-		R.h[1] = __ldg(L.b.d + (size_t)L.rb * nsb + sb);
+		R.r[0] = ldg_kq((const uint4 *)(ba + n * 64 + l0), pol);
+		R.r[1] = ldg_kq((const uint4 *)(ba + n * 64 + 32 + l0), pol);
+		R.r[2] = ldg_kq((const uint4 *)(ba + 128 + n * 32 + l0), pol);
+		R.s[0] = ldg_kq((const uint2 *)(ba + 192 + n * 8), pol);
+		R.r[3] = ldg_kq((const uint4 *)(bb + n * 64 + l0), pol);
+		R.r[4] = ldg_kq((const uint4 *)(bb + n * 64 + 32 + l0), pol);
+		R.r[5] = ldg_kq((const uint4 *)(bb + 128 + n * 32 + l0), pol);
+		R.s[1] = ldg_kq((const uint2 *)(bb + 192 + n * 8), pol);
+		R.h[0] = ldg_kq(L.a.d + (size_t)L.ra * nsb + sb, pol);
+		R.h[1] = ldg_kq(L.b.d + (size_t)L.rb * nsb + sb, pol);
 	}
 }
 
@@ -2790,6 +2817,14 @@ static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>,          k_gemv2<SK_Q8_0>,
 #ifndef G2_KP_FEW
 #define G2_KP_FEW 8192  // the longest such rows (0: never)
 #endif
+#ifndef G2_KP_ALL
+// 1: every K-quant GEMV pipelined (A/B). Session 32, H100 (decode tok/s at
+// 128 / 4k, two rounds, against 0 in the same machine start): 7B Q4_K_M
+// 415.9 / 312.8 and 416.1 / 312.7 against 416.1 / 319.8 and 417.3 / 319.7,
+// TinyLlama Q4_K_M 1,361.7 / 1,212.8 and 1,359.9 / 1,214.5 against 1,355.5
+// / 1,219.7 and 1,362.8 / 1,213.4.
+#define G2_KP_ALL 0
+#endif
 // The f16-x (io G2_IO_XH) or f16-SwiGLU (G2_IO_YH) kernel of gemv2_pick's
 // kernel f (null: none, e.g. for mixed types with f16 x).
 static_assert(sizeof(gemv2_kernels) / sizeof(gemv2_kernels[0]) == 23, "g2_io_kernel's indices");
@@ -2812,7 +2847,7 @@ static gemv2_fn gemv2_pick(int nmat, const sk_matrix *const *W, bool swiglu, boo
 		if (W[i]->type != u) u = -1;
 	const int cols = W[0]->cols;
 	constexpr int round_cols = 8 * (Q4_U > Q6_U ? Q4_U : Q6_U) * 256;  // one round of dot2_q4_k / dot2_q6_k
-	const bool kp = G2_PIPE && (cols <= g2_item_cols<SK_Q4_K, 1>() || (few && cols > round_cols && cols <= G2_KP_FEW));
+	const bool kp = G2_PIPE && (G2_KP_ALL || cols <= g2_item_cols<SK_Q4_K, 1>() || (few && cols > round_cols && cols <= G2_KP_FEW));
 	switch (u) {
 	case SK_Q8_0: return G2_PIPE ? gemv2_kernels[cols <= 2048 ? 5 : 6] : gemv2_kernels[1];
 	case SK_Q4_K: return gemv2_kernels[kp ? 7 : 2];
