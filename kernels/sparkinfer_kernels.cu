@@ -1907,6 +1907,16 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane, i
 #ifndef G2_PIPE
 #define G2_PIPE 1
 #endif
+// N > 0: the dot2_row body (the K-quant GEMVs of rows longer than one item)
+// asks L2 for the whole rows of its warp's next N row pairs before a pair's
+// loads, so that they move from HBM while the warp waits and multiplies
+// (A/B). Slower on an H100 (session 32, 7B Q4_K_M decode tok/s at 128 /
+// 4k, 3 runs, two rounds, against 0 in the same machine start): 1 410.4 /
+// 316.2 and 412.6 / 315.4, 2 402.4 / 311.2 and 401.2 / 310.1, against
+// 429.5 / 326.3 and 429.0 / 326.0.
+#ifndef G2_PFN
+#define G2_PFN 0
+#endif
 // Q8_0 pipelines: the first item's loads go out before the programmatic
 // launch wait when the two-thread prologue runs (TinyLlama Q8_0 1,185 / 908
 // against 1,155 / 889 after the prologue; TinyLlama Q4_K_M lost 2.7% with
@@ -2729,6 +2739,16 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	} else {
 		for (int p = p0; p < npairs; p += nblk * W) {
 			const PairLoc L = locate(ms, p, total);
+			// the warp's next G2_PFN pairs on their way to L2 (A/B): all of
+			// them at its first pair, then the one G2_PFN ahead
+#pragma unroll 1
+			for (int k = p == p0 ? 1 : G2_PFN; G2_PFN > 0 && !MK && k <= G2_PFN; k++) {
+				const int pn = p + k * nblk * W;
+				if (pn >= npairs) break;
+				const PairLoc N = locate(ms, pn, total);
+				prefetch_row(N.a, N.ra, lane, -1);
+				if (N.has1) prefetch_row(N.b, N.rb, lane, -1);
+			}
 			float s0, s1;
 			if (T == G2_Q4K_Q6K) {
 				// Q4_K matrices and a Q6_K one (no pair straddles two matrices)
