@@ -1419,34 +1419,32 @@ __device__ __forceinline__ int dp4x4(const int4 w, const int4 x) {
 
 // G2_EF: the streamed bytes are marked evict-first in L2 (a fractional
 // createpolicy of 1.0), so that what each step reuses across launches (the
-// kernels' code, the activations, the norm weights, the attention's
-// partials, the lines the next launch asks of L2 before its wait) is not
-// pushed out of L2 by the weights and K/V that are read once per step: bit
-// 0 the Q8_0 GEMVs' weights and scales, bit 1 the ring attention's K and V
-// copies, bit 2 the K-quant GEMVs' (Q4_K, Q6_K) weights, headers and scales
-// (0: none, A/B). A/B on an H100 (session 31, decode tok/s at 128 / 4k
-// tokens of context, 3 runs, two rounds per machine start): 7B Q8_0 1
-// 340.9 / 277.6 and 339.8 / 277.1, 3 340.9 / 277.6 and 340.8 / 277.6,
-// against 334.1 / 276.5 and 333.9 / 275.7 with 0; in another start 3 340.8
-// / 277.9 and 338.3 / 276.6 against 333.1 / 276.0 and 330.5 / 276.5,
-// TinyLlama Q8_0 1,173.1 / 1,056.7 and 1,176.5 / 1,072.9 against 1,171.5 /
-// 1,064.2 and 1,174.9 / 1,063.4, 7B Q4_K_M (only the ring's hint applies)
-// 421.4 / 324.7 and 417.9 / 321.7 against 424.0 / 325.0 and 421.0 / 323.8;
-// in a third start 1 341.0 / 277.6 and 340.3 / 277.4 against 330.8 / 274.3
-// and 331.5 / 274.9. The ring's hint gains nothing, so bit 1 is off.
-// Session 32 (H100): 5 against 1, 7B Q4_K_M 424.6 / 320.2 and 424.7 /
-// 320.4 against 416.1 / 319.8 and 417.3 / 319.7, TinyLlama Q4_K_M 1,358.1 /
-// 1,212.4 and 1,354.4 / 1,207.2 against 1,355.5 / 1,219.7 and 1,362.8 /
-// 1,213.4 (within its rounds' spread). 5 against 0 at 128 / 256 / 512 /
-// 1,024 tokens of context (two rounds): 7B Q4_K_M +1.6-2.1% at each, 7B
-// Q8_0 +1.7-2.0% up to 512 and +0.4-0.6% at 1,024, where the ring attention
-// runs; at 4k the gain is -0.4 to +1.2% (sessions 31 and 32). So the contexts that gain are
-// those that do not run the ring kernel (200 KB of shared memory per SM);
-// why the gain goes with it is not measured. Events between the launches (no graph,
-// SPARKINFER_PROFILE=1, 7B Q4_K_M at 128) put 22 of the 37 us per step
-// gained in the Q/K/V GEMV and 11 in the down GEMV; the graph's figures
-// gain more (the bench's 2%, 48 us), so part of the gain is in the overlap
-// of one launch with the next (PERF.md, session 32).
+// kernels' code, the activations, the norm weights, the attention's partials,
+// the lines the next launch asks of L2 before its wait) is not pushed out of L2
+// by the weights and K/V that are read once per step: bit 0 the Q8_0 GEMVs'
+// weights and scales, bit 1 the ring attention's K and V copies, bit 2 the
+// K-quant GEMVs' (Q4_K, Q6_K) weights, headers and scales (0: none, A/B). A/B
+// on an H100 (session 31, decode tok/s at 128 / 4k tokens of context, 3 runs,
+// two rounds per machine start): 7B Q8_0 1 340.9 / 277.6 and 339.8 / 277.1, 3
+// 340.9 / 277.6 and 340.8 / 277.6, against 334.1 / 276.5 and 333.9 / 275.7 with
+// 0; in another start 3 340.8 / 277.9 and 338.3 / 276.6 against 333.1 / 276.0
+// and 330.5 / 276.5, TinyLlama Q8_0 1,173.1 / 1,056.7 and 1,176.5 / 1,072.9
+// against 1,171.5 / 1,064.2 and 1,174.9 / 1,063.4, 7B Q4_K_M (only the ring's
+// hint applies) 421.4 / 324.7 and 417.9 / 321.7 against 424.0 / 325.0 and 421.0
+// / 323.8; in a third start 1 341.0 / 277.6 and 340.3 / 277.4 against 330.8 /
+// 274.3 and 331.5 / 274.9. The ring's hint gains nothing, so bit 1 is off.
+// Session 32 (H100): 5 against 1, 7B Q4_K_M 424.6 / 320.2 and 424.7 / 320.4
+// against 416.1 / 319.8 and 417.3 / 319.7, TinyLlama Q4_K_M 1,358.1 / 1,212.4
+// and 1,354.4 / 1,207.2 against 1,355.5 / 1,219.7 and 1,362.8 / 1,213.4 (within
+// its rounds' spread). 5 against 0 at 128 / 256 / 512 / 1,024 tokens of context
+// (two rounds): 7B Q4_K_M +1.6-2.1% at each, 7B Q8_0 +1.7-2.0% up to 512 and
+// +0.4-0.6% at 1,024 (the ring attention runs there for both); at 4k 7B
+// Q4_K_M +0.1-0.2%, 7B Q8_0 -0.4 to +1.2% (sessions 31 and 32). Where the
+// gain goes at long contexts is not measured. Events between the launches (no graph,
+// SPARKINFER_PROFILE=1, 7B Q4_K_M at 128) put 22 of the 37 us per step gained
+// in the Q/K/V GEMV and 11 in the down GEMV; the graph's figures gain more (the
+// bench's 1.6-2.0%, 38-49 us a step), so part of the gain may lie in the
+// overlap of one launch with the next (PERF.md, session 32).
 #ifndef G2_EF
 #define G2_EF 5
 #endif
@@ -1484,7 +1482,6 @@ __device__ __forceinline__ V ldg_kq(const V *a, uint64_t pol) {
 	if (G2_EF & 4) return ldg_ef(a, pol);
 	return __ldg(a);
 }
-
 
 // Q8_0: lane covers 16 bytes per step of 512 elements. Steps go in groups
 // of Q8_U: every load of a group is issued before any of its products (the
