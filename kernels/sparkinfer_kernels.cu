@@ -1470,16 +1470,18 @@ __device__ __forceinline__ __half ldg_ef(const __half *a, uint64_t pol) {
 	asm("ld.global.nc.L2::cache_hint.b16 %0, [%1], %2;\n" : "=h"(v) : "l"(a), "l"(pol));
 	return __ushort_as_half(v);
 }
-// a streamed weight load: evict-first with G2_EF's bit 0 (pol from ef_policy), else plain
-template <typename V>
-__device__ __forceinline__ V ldg_w(const V *a, uint64_t pol) {
-	if (G2_EF & 1) return ldg_ef(a, pol);
-	return __ldg(a);
+// G2_EF's bits (the ring's, 2, is tested by the preprocessor at its copy)
+constexpr int EF_Q8 = 1, EF_KQ = 4;
+// the policy for the loads of G2_EF's bit BIT (0, unused, where it is off)
+template <int BIT>
+__device__ __forceinline__ uint64_t g2_pol() {
+	return G2_EF & BIT ? ef_policy() : 0;
 }
-// a streamed K-quant weight load (Q4_K, Q6_K): evict-first with G2_EF's bit 2
-template <typename V>
-__device__ __forceinline__ V ldg_kq(const V *a, uint64_t pol) {
-	if (G2_EF & 4) return ldg_ef(a, pol);
+// a streamed load under G2_EF's bit BIT: evict-first with pol (g2_pol<BIT>)
+// where the bit is set, else plain
+template <int BIT, typename V>
+__device__ __forceinline__ V ldg_hint(const V *a, uint64_t pol) {
+	if (G2_EF & BIT) return ldg_ef(a, pol);
 	return __ldg(a);
 }
 
@@ -1644,7 +1646,7 @@ __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev 
 	const uint8_t *pb = (const uint8_t *)b.q + (size_t)rb * b.row_bytes;
 	const int g = lane & 3, gq = q4x_group(g), o0 = q4x_off0(g), o1 = q4x_off1(g);
 	float s0 = 0.f, s1 = 0.f;
-	const uint64_t pol = G2_EF & 4 ? ef_policy() : 0;
+	const uint64_t pol = g2_pol<EF_KQ>();
 	// warp-uniform trip count (the shuffles of q4x_pieces): lanes past the
 	// row re-read its last super-block and add nothing
 	for (int base = 0; base < nsb; base += 8 * Q4_U) {
@@ -1654,12 +1656,12 @@ __device__ __forceinline__ void dot2_q4_k(const MatDev &a, int ra, const MatDev 
 		for (int u = 0; u < Q4_U; u++) {
 			const int sb = min(sb0 + 8 * u, nsb - 1);  // past the row: re-read, unused
 			const uint8_t *ba = pa + (size_t)sb * 144, *bb = pb + (size_t)sb * 144;
-			ha[u] = ldg_kq((const uint4 *)ba, pol);
-			hb[u] = ldg_kq((const uint4 *)bb, pol);
-			qa0[u] = ldg_kq((const uint4 *)(ba + o0), pol);
-			qa1[u] = ldg_kq((const uint4 *)(ba + o1), pol);
-			qb0[u] = ldg_kq((const uint4 *)(bb + o0), pol);
-			qb1[u] = ldg_kq((const uint4 *)(bb + o1), pol);
+			ha[u] = ldg_hint<EF_KQ>((const uint4 *)ba, pol);
+			hb[u] = ldg_hint<EF_KQ>((const uint4 *)bb, pol);
+			qa0[u] = ldg_hint<EF_KQ>((const uint4 *)(ba + o0), pol);
+			qa1[u] = ldg_hint<EF_KQ>((const uint4 *)(ba + o1), pol);
+			qb0[u] = ldg_hint<EF_KQ>((const uint4 *)(bb + o0), pol);
+			qb1[u] = ldg_hint<EF_KQ>((const uint4 *)(bb + o1), pol);
 		}
 #pragma unroll
 		for (int u = 0; u < Q4_U; u++) {
@@ -1719,7 +1721,7 @@ __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev 
 	const __half *da = a.d + (size_t)ra * nsb, *db = b.d + (size_t)rb * nsb;
 	const int n = (lane >> 1) & 1, p = lane & 1, l0 = p * 16;
 	float s0 = 0.f, s1 = 0.f;
-	const uint64_t pol = G2_EF & 4 ? ef_policy() : 0;
+	const uint64_t pol = g2_pol<EF_KQ>();
 	for (int sb0 = lane >> 2; sb0 < nsb; sb0 += 8 * Q6_U) {
 		uint4 a0[Q6_U], a1[Q6_U], ah[Q6_U], b0[Q6_U], b1[Q6_U], bh[Q6_U];
 		uint2 as[Q6_U], bs[Q6_U];
@@ -1728,16 +1730,16 @@ __device__ __forceinline__ void dot2_q6_k(const MatDev &a, int ra, const MatDev 
 		for (int u = 0; u < Q6_U; u++) {
 			const int sb = min(sb0 + 8 * u, nsb - 1);  // past the row: re-read, unused
 			const uint8_t *ba = pa + (size_t)sb * 208, *bb = pb + (size_t)sb * 208;
-			a0[u] = ldg_kq((const uint4 *)(ba + n * 64 + l0), pol);
-			a1[u] = ldg_kq((const uint4 *)(ba + n * 64 + 32 + l0), pol);
-			ah[u] = ldg_kq((const uint4 *)(ba + 128 + n * 32 + l0), pol);
-			as[u] = ldg_kq((const uint2 *)(ba + 192 + n * 8), pol);
-			b0[u] = ldg_kq((const uint4 *)(bb + n * 64 + l0), pol);
-			b1[u] = ldg_kq((const uint4 *)(bb + n * 64 + 32 + l0), pol);
-			bh[u] = ldg_kq((const uint4 *)(bb + 128 + n * 32 + l0), pol);
-			bs[u] = ldg_kq((const uint2 *)(bb + 192 + n * 8), pol);
-			fa[u] = ldg_kq(da + sb, pol);
-			fb[u] = ldg_kq(db + sb, pol);
+			a0[u] = ldg_hint<EF_KQ>((const uint4 *)(ba + n * 64 + l0), pol);
+			a1[u] = ldg_hint<EF_KQ>((const uint4 *)(ba + n * 64 + 32 + l0), pol);
+			ah[u] = ldg_hint<EF_KQ>((const uint4 *)(ba + 128 + n * 32 + l0), pol);
+			as[u] = ldg_hint<EF_KQ>((const uint2 *)(ba + 192 + n * 8), pol);
+			b0[u] = ldg_hint<EF_KQ>((const uint4 *)(bb + n * 64 + l0), pol);
+			b1[u] = ldg_hint<EF_KQ>((const uint4 *)(bb + n * 64 + 32 + l0), pol);
+			bh[u] = ldg_hint<EF_KQ>((const uint4 *)(bb + 128 + n * 32 + l0), pol);
+			bs[u] = ldg_hint<EF_KQ>((const uint2 *)(bb + 192 + n * 8), pol);
+			fa[u] = ldg_hint<EF_KQ>(da + sb, pol);
+			fb[u] = ldg_hint<EF_KQ>(db + sb, pol);
 		}
 #pragma unroll
 		for (int u = 0; u < Q6_U; u++) {
@@ -1904,16 +1906,13 @@ __device__ __forceinline__ void prefetch_row(const MatDev &m, int r, int lane, i
 #ifndef G2_PIPE
 #define G2_PIPE 1
 #endif
-// N > 0: the dot2_row body (the K-quant GEMVs of rows longer than one item)
-// asks L2 for the whole rows of its warp's next N row pairs before a pair's
-// loads, so that they move from HBM while the warp waits and multiplies
-// (A/B). Slower on an H100 (session 32, 7B Q4_K_M decode tok/s at 128 /
-// 4k, 3 runs, two rounds, against 0 in the same machine start): 1 410.4 /
-// 316.2 and 412.6 / 315.4, 2 402.4 / 311.2 and 401.2 / 310.1, against
-// 429.5 / 326.3 and 429.0 / 326.0.
-#ifndef G2_PFN
-#define G2_PFN 0
-#endif
+// Dropped (session 32, code not in the tree): the dot2_row body (the K-quant
+// GEMVs of rows longer than one item) asking L2 for the whole rows of its
+// warp's next N row pairs before a pair's loads, so that they move from HBM
+// while the warp waits and multiplies. Slower on an H100 (7B Q4_K_M decode
+// tok/s at 128 / 4k, 3 runs, two rounds, against the landed kernels in the
+// same machine start): N = 1 410.4 / 316.2 and 412.6 / 315.4, N = 2 402.4 /
+// 311.2 and 401.2 / 310.1, against 429.5 / 326.3 and 429.0 / 326.0.
 // Q8_0 pipelines: the first item's loads go out before the programmatic
 // launch wait when the two-thread prologue runs (TinyLlama Q8_0 1,185 / 908
 // against 1,155 / 889 after the prologue; TinyLlama Q4_K_M lost 2.7% with
@@ -1960,44 +1959,44 @@ __device__ __forceinline__ void g2_ld(const PairLoc &L, int t, int c, int lane, 
 		const int8_t *wa = (const int8_t *)L.a.q + (size_t)L.ra * cols, *wb = (const int8_t *)L.b.q + (size_t)L.rb * cols;
 		const __half *da = L.a.d + (size_t)L.ra * (cols / 32), *db = L.b.d + (size_t)L.rb * (cols / 32);
 		const int c0 = c * 512 * U + lane * 16;
-		const uint64_t pol = G2_EF & 1 ? ef_policy() : 0;
+		const uint64_t pol = g2_pol<EF_Q8>();
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			const int cc = min(c0 + 512 * u, cols - 16);  // past the row: re-read, unused
-			R.r[u] = ldg_w((const uint4 *)(wa + cc), pol);
-			R.r[U + u] = ldg_w((const uint4 *)(wb + cc), pol);
-			R.h[u] = ldg_w(da + (cc >> 5), pol);
-			R.h[U + u] = ldg_w(db + (cc >> 5), pol);
+			R.r[u] = ldg_hint<EF_Q8>((const uint4 *)(wa + cc), pol);
+			R.r[U + u] = ldg_hint<EF_Q8>((const uint4 *)(wb + cc), pol);
+			R.h[u] = ldg_hint<EF_Q8>(da + (cc >> 5), pol);
+			R.h[U + u] = ldg_hint<EF_Q8>(db + (cc >> 5), pol);
 		}
 		return;
 	}
 	const int nsb = L.a.cols / 256;
-	const uint64_t pol = G2_EF & 4 ? ef_policy() : 0;
+	const uint64_t pol = g2_pol<EF_KQ>();
 	const int sb = min(c * 8 + (lane >> 2), nsb - 1);  // past the row: re-read, unused
 	if (t == SK_Q4_K) {
 		const uint8_t *ba = (const uint8_t *)L.a.q + (size_t)L.ra * L.a.row_bytes + (size_t)sb * 144;
 		const uint8_t *bb = (const uint8_t *)L.b.q + (size_t)L.rb * L.b.row_bytes + (size_t)sb * 144;
 		const int o0 = q4x_off0(lane & 3), o1 = q4x_off1(lane & 3);
-		R.r[0] = ldg_kq((const uint4 *)ba, pol);
-		R.r[1] = ldg_kq((const uint4 *)bb, pol);
-		R.r[2] = ldg_kq((const uint4 *)(ba + o0), pol);
-		R.r[3] = ldg_kq((const uint4 *)(ba + o1), pol);
-		R.r[4] = ldg_kq((const uint4 *)(bb + o0), pol);
-		R.r[5] = ldg_kq((const uint4 *)(bb + o1), pol);
+		R.r[0] = ldg_hint<EF_KQ>((const uint4 *)ba, pol);
+		R.r[1] = ldg_hint<EF_KQ>((const uint4 *)bb, pol);
+		R.r[2] = ldg_hint<EF_KQ>((const uint4 *)(ba + o0), pol);
+		R.r[3] = ldg_hint<EF_KQ>((const uint4 *)(ba + o1), pol);
+		R.r[4] = ldg_hint<EF_KQ>((const uint4 *)(bb + o0), pol);
+		R.r[5] = ldg_hint<EF_KQ>((const uint4 *)(bb + o1), pol);
 	} else {
 		const uint8_t *ba = (const uint8_t *)L.a.q + (size_t)L.ra * L.a.row_bytes + (size_t)sb * 208;
 		const uint8_t *bb = (const uint8_t *)L.b.q + (size_t)L.rb * L.b.row_bytes + (size_t)sb * 208;
 		const int n = (lane >> 1) & 1, l0 = (lane & 1) * 16;
-		R.r[0] = ldg_kq((const uint4 *)(ba + n * 64 + l0), pol);
-		R.r[1] = ldg_kq((const uint4 *)(ba + n * 64 + 32 + l0), pol);
-		R.r[2] = ldg_kq((const uint4 *)(ba + 128 + n * 32 + l0), pol);
-		R.s[0] = ldg_kq((const uint2 *)(ba + 192 + n * 8), pol);
-		R.r[3] = ldg_kq((const uint4 *)(bb + n * 64 + l0), pol);
-		R.r[4] = ldg_kq((const uint4 *)(bb + n * 64 + 32 + l0), pol);
-		R.r[5] = ldg_kq((const uint4 *)(bb + 128 + n * 32 + l0), pol);
-		R.s[1] = ldg_kq((const uint2 *)(bb + 192 + n * 8), pol);
-		R.h[0] = ldg_kq(L.a.d + (size_t)L.ra * nsb + sb, pol);
-		R.h[1] = ldg_kq(L.b.d + (size_t)L.rb * nsb + sb, pol);
+		R.r[0] = ldg_hint<EF_KQ>((const uint4 *)(ba + n * 64 + l0), pol);
+		R.r[1] = ldg_hint<EF_KQ>((const uint4 *)(ba + n * 64 + 32 + l0), pol);
+		R.r[2] = ldg_hint<EF_KQ>((const uint4 *)(ba + 128 + n * 32 + l0), pol);
+		R.s[0] = ldg_hint<EF_KQ>((const uint2 *)(ba + 192 + n * 8), pol);
+		R.r[3] = ldg_hint<EF_KQ>((const uint4 *)(bb + n * 64 + l0), pol);
+		R.r[4] = ldg_hint<EF_KQ>((const uint4 *)(bb + n * 64 + 32 + l0), pol);
+		R.r[5] = ldg_hint<EF_KQ>((const uint4 *)(bb + 128 + n * 32 + l0), pol);
+		R.s[1] = ldg_hint<EF_KQ>((const uint2 *)(bb + 192 + n * 8), pol);
+		R.h[0] = ldg_hint<EF_KQ>(L.a.d + (size_t)L.ra * nsb + sb, pol);
+		R.h[1] = ldg_hint<EF_KQ>(L.b.d + (size_t)L.rb * nsb + sb, pol);
 	}
 }
 
@@ -2736,16 +2735,6 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	} else {
 		for (int p = p0; p < npairs; p += nblk * W) {
 			const PairLoc L = locate(ms, p, total);
-			// the warp's next G2_PFN pairs on their way to L2 (A/B): all of
-			// them at its first pair, then the one G2_PFN ahead
-#pragma unroll 1
-			for (int k = p == p0 ? 1 : G2_PFN; G2_PFN > 0 && !MK && k <= G2_PFN; k++) {
-				const int pn = p + k * nblk * W;
-				if (pn >= npairs) break;
-				const PairLoc N = locate(ms, pn, total);
-				prefetch_row(N.a, N.ra, lane, -1);
-				if (N.has1) prefetch_row(N.b, N.rb, lane, -1);
-			}
 			float s0, s1;
 			if (T == G2_Q4K_Q6K) {
 				// Q4_K matrices and a Q6_K one (no pair straddles two matrices)
@@ -2834,14 +2823,11 @@ static const gemv2_fn gemv2_kernels[] = {k_gemv2<-1>,          k_gemv2<SK_Q8_0>,
 #ifndef G2_KP_FEW
 #define G2_KP_FEW 8192  // the longest such rows (0: never)
 #endif
-#ifndef G2_KP_ALL
-// 1: every K-quant GEMV pipelined (A/B). Session 32, H100 (decode tok/s at
-// 128 / 4k, two rounds, against 0 in the same machine start): 7B Q4_K_M
-// 415.9 / 312.8 and 416.1 / 312.7 against 416.1 / 319.8 and 417.3 / 319.7,
-// TinyLlama Q4_K_M 1,361.7 / 1,212.8 and 1,359.9 / 1,214.5 against 1,355.5
-// / 1,219.7 and 1,362.8 / 1,213.4.
-#define G2_KP_ALL 0
-#endif
+// Dropped (session 32, an H100; decode tok/s at 128 / 4k, two rounds,
+// against the landed kernels in the same machine start): every K-quant GEMV
+// pipelined, 7B Q4_K_M 415.9 / 312.8 and 416.1 / 312.7 against 416.1 /
+// 319.8 and 417.3 / 319.7, TinyLlama Q4_K_M 1,361.7 / 1,212.8 and 1,359.9 /
+// 1,214.5 against 1,355.5 / 1,219.7 and 1,362.8 / 1,213.4.
 // The f16-x (io G2_IO_XH) or f16-SwiGLU (G2_IO_YH) kernel of gemv2_pick's
 // kernel f (null: none, e.g. for mixed types with f16 x).
 static_assert(sizeof(gemv2_kernels) / sizeof(gemv2_kernels[0]) == 23, "g2_io_kernel's indices");
@@ -2864,7 +2850,7 @@ static gemv2_fn gemv2_pick(int nmat, const sk_matrix *const *W, bool swiglu, boo
 		if (W[i]->type != u) u = -1;
 	const int cols = W[0]->cols;
 	constexpr int round_cols = 8 * (Q4_U > Q6_U ? Q4_U : Q6_U) * 256;  // one round of dot2_q4_k / dot2_q6_k
-	const bool kp = G2_PIPE && (G2_KP_ALL || cols <= g2_item_cols<SK_Q4_K, 1>() || (few && cols > round_cols && cols <= G2_KP_FEW));
+	const bool kp = G2_PIPE && (cols <= g2_item_cols<SK_Q4_K, 1>() || (few && cols > round_cols && cols <= G2_KP_FEW));
 	switch (u) {
 	case SK_Q8_0: return G2_PIPE ? gemv2_kernels[cols <= 2048 ? 5 : 6] : gemv2_kernels[1];
 	case SK_Q4_K: return gemv2_kernels[kp ? 7 : 2];
