@@ -63,6 +63,10 @@ struct sk_ctx {
 	// decode attention on the tensor cores may stage ATT_MMA_FAT keys per
 	// block (its kernels' dynamic shared memory limit is set: ATT_MMA_FAT)
 	int att_fat;
+	// keys a block of the tensor-core attention kernels stages past the fat
+	// splits' contexts: ATT_MMA_THIN2 where two such blocks fit an SM, else
+	// ATT_MMA_THIN (att_thin_init)
+	int att_thin;
 	int att_ring;  // the ring kernel's shared memory fits (att_ring_init)
 	double g2_pf_max;  // bytes: the most a GEMV launch's start-of-block prefetch may ask for (g2_pf)
 };
@@ -111,6 +115,7 @@ extern "C" int sk_abi_version(void) { return SK_ABI_VERSION; }
 
 static bool att_clusters_fit();
 static int att_fat_init(int optin);
+static int att_thin_init(int optin, bool fat, bool clusters);
 static int att_ring_init(int optin);
 
 // the most MB a GEMV launch's start-of-block L2 prefetch may ask for (g2_pf)
@@ -206,6 +211,7 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	                  ? clusters
 	                  : 0;
 	c->att_fat = att_fat_init(optin);
+	c->att_thin = att_thin_init(optin, c->att_fat, c->clusters);
 	c->att_ring = att_ring_init(optin);
 	return c;
 }
@@ -4040,7 +4046,8 @@ static bool att2_clu(const sk_ctx *ctx, int G) { return ctx->clusters && (ATT_CL
 // and whether its combine of more than one cluster of splits is two-level
 static bool att2_two(const sk_ctx *ctx, int G) { return att2_clu(ctx, G) && ctx->clusters == 2; }
 
-static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
+static int att2_clu_max(const sk_ctx *ctx, int G, int hd);
+static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int hd, int max_ctx) {
 	// one wave: k_attn3_split runs two blocks per SM (its register budget);
 	// rounding up put 288 blocks on 264 places for 7B's 32 kv heads and
 	// cost 4.5% of its decode speed at 4k tokens of context. Several whole
@@ -4060,7 +4067,19 @@ static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int max_ctx) {
 	const int cap = (max_ctx + mn - 1) / mn;
 	if (ns > cap) ns = cap;
 	if (ATT_MAXSPLIT > 0 && ns > ATT_MAXSPLIT) ns = ATT_MAXSPLIT;
-	if (att2_clu(ctx, n_head / n_kv) && ns > ATT_CLN) ns -= ns % ATT_CLN;  // whole clusters
+	if (att2_clu(ctx, n_head / n_kv) && ns > ATT_CLN) {
+		ns -= ns % ATT_CLN;  // whole clusters
+		// in one wave (the tensor-core kernels: att2_clu_max): TinyLlama's 4 kv
+		// heads x 64 splits are 32 clusters of 8, of which an H100 or H200
+		// places 30 at once (two blocks per SM), so two clusters ran after the
+		// others had finished. With 56 splits (28 clusters) on an H100, decode
+		// tok/s of TinyLlama Q4_K_M at 16k / 32k tokens of context (3 runs, two
+		// rounds, with ATT_MMA_THIN2's pipelined staging): 1,016.1 / 878.0 and
+		// 1,026.9 / 884.6 against 882.5 / 744.7 and 884.0 / 740.8 (48 splits:
+		// 1,025.6 / 881.1 and 1,029.5 / 883.2).
+		const int most = att2_clu_max(ctx, n_head / n_kv, hd);
+		if (most >= n_kv && ns > most / n_kv * ATT_CLN) ns = most / n_kv * ATT_CLN;
+	}
 	return ns < 1 ? 1 : ns;
 }
 
@@ -4231,6 +4250,22 @@ __host__ __device__ inline int att2_ctx_nsplit(int fat_max, int n, int nsplit) {
 }
 #define ATT_MMA_KEYB (4 * 72)  // bytes per staged key
 #define ATT_MMA_THIN 96
+// ATT_MMA_THIN2: the thin staging where two blocks of it fit an SM (every
+// sm_90 and sm_100 part; not sm_120's 99 KB): 256 keys in two stages of 128
+// (one 16-key tile per warp each), the second stage's copies in flight while
+// the first one's tiles are computed (ATT_MMA_PIPE; 0: one round of all of
+// them, then the tiles, as the thin staging before). At TinyLlama's shape
+// (64 splits per kv head, so 256 keys a split at 16k) on an H100 (decode
+// tok/s of TinyLlama Q4_K_M at 8k / 16k / 32k tokens of context, 3 runs, two
+// rounds): 96 keys 1,073.2 / 847.0 / 687.6 and 1,077.3 / 845.2 / 693.0; 256
+// in one round 1,076.8 / 846.8 / 723.9 and 1,075.0 / 847.0 / 723.4; 256 in
+// two stages 1,080.5 / 870.1 / 733.1 and 1,072.4 / 872.9 / 739.0.
+#ifndef ATT_MMA_THIN2
+#define ATT_MMA_THIN2 256
+#endif
+#ifndef ATT_MMA_PIPE
+#define ATT_MMA_PIPE 1
+#endif
 #ifndef ATT_MMA_FAT
 #define ATT_MMA_FAT 576
 #endif
@@ -5064,7 +5099,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 			if constexpr (LD == 3) {
 				// staged rows of 64 + 8 halves (conflict-free ldmatrix), up to capm keys
 				// at a time; rows past end hold key end - 1 (finite: p = 0 there)
-				// (in dynamic shared memory: ATT_MMA_THIN or ATT_MMA_FAT keys, the launch's choice)
+				// (in dynamic shared memory: ctx->att_thin or ATT_MMA_FAT keys, the launch's choice)
 				constexpr int LDS = 72;
 				extern __shared__ __align__(16) unsigned char att_dsm[];
 				uint32_t dsz;
@@ -5072,6 +5107,58 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 				const int capm = (int)(dsz / ATT_MMA_KEYB) / 16 * 16;
 				if (capm < 16) __trap();  // launched without its staging
 				__half *Ks = (__half *)att_dsm, *Vs = Ks + capm * LDS;
+				auto tiles = [&](int k0b, int nst, const __half *Kb, const __half *Vb) {
+					const int t0 = (k0b - start) >> 4;  // the round's first tile
+					for (int ti = (warp - t0 % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; 16 * ti < nst; ti += ATT3_WARPS) {
+						const __half *kt0 = Kb + 16 * ti * LDS, *vt0 = Vb + 16 * ti * LDS;
+						auto kfr = [&](int kk, uint32_t(&b)[4]) {
+							const __half *p = kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk + ((lane >> 3) & 1) * 8;
+							ldsm_x4((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
+						};
+						auto vfr = [&](int dn, uint32_t(&b)[4]) {
+							const int mi = lane >> 3;
+							const __half *p = vt0 + ((mi & 1) * 8 + (lane & 7)) * LDS + (dn + (mi >> 1)) * 8;
+							ldsm_x4_t((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
+						};
+						attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
+					}
+				};
+#if ATT_MMA_PIPE
+				// ATT_MMA_THIN2's staging (the long contexts' splits): two stages of half
+				// of it, the next stage's copies in flight while this one's tiles are
+				// computed; the tiles go to the warps as in the rounds below
+				if (capm >= ATT_MMA_THIN2 && capm < ATT_MMA_FAT) {
+				const int hk = capm / 32 * 16;
+				auto issue = [&](int k0b, int b) {
+					const int nst = min(hk, (end - k0b + 15) & ~15);
+					__half *Kd = Ks + b * hk * LDS, *Vd = Vs + b * hk * LDS;
+					for (int idx = threadIdx.x; idx < nst * 8; idx += blockDim.x) {
+						const int rr = idx >> 3, c = idx & 7;
+						const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
+						mm2_cp16((uint32_t)__cvta_generic_to_shared(Kd + rr * LDS + 8 * c), kb + src, 16);
+						mm2_cp16((uint32_t)__cvta_generic_to_shared(Vd + rr * LDS + 8 * c), vb + src, 16);
+					}
+					mm2_commit();
+				};
+				if (start < end) {
+					issue(start, 0);
+					load_q();
+				}
+				int b = 0;
+				for (int k0b = start; k0b < end; k0b += hk, b ^= 1) {
+					if (k0b + hk < end) {
+						issue(k0b + hk, b ^ 1);
+						mm2_wait<1>();
+					} else {
+						mm2_wait<0>();
+					}
+					__syncthreads();
+					if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
+					tiles(k0b, min(hk, (end - k0b + 15) & ~15), Ks + b * hk * LDS, Vs + b * hk * LDS);
+					__syncthreads();  // every warp is done with stage b before it is refilled
+				}
+				} else
+#endif
 				for (int k0b = start; k0b < end; k0b += capm) {
 					if (k0b != start) __syncthreads();  // every warp is done with the last staging
 					const int nst = min(capm, (end - k0b + 15) & ~15);
@@ -5086,20 +5173,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 					mm2_wait<0>();
 					__syncthreads();
 					if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
-					const int t0 = (k0b - start) >> 4;  // the round's first tile
-					for (int ti = (warp - t0 % ATT3_WARPS + ATT3_WARPS) % ATT3_WARPS; 16 * ti < nst; ti += ATT3_WARPS) {
-						const __half *kt0 = Ks + 16 * ti * LDS, *vt0 = Vs + 16 * ti * LDS;
-						auto kfr = [&](int kk, uint32_t(&b)[4]) {
-							const __half *p = kt0 + ((lane & 7) + (lane >> 4) * 8) * LDS + 16 * kk + ((lane >> 3) & 1) * 8;
-							ldsm_x4((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
-						};
-						auto vfr = [&](int dn, uint32_t(&b)[4]) {
-							const int mi = lane >> 3;
-							const __half *p = vt0 + ((mi & 1) * 8 + (lane & 7)) * LDS + (dn + (mi >> 1)) * 8;
-							ldsm_x4_t((uint32_t)__cvta_generic_to_shared(p), b[0], b[1], b[2], b[3]);
-						};
-						attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
-					}
+					tiles(k0b, nst, Ks, Vs);
 				}
 			} else {
 				// the persistent step: the same fragments from global memory (plain
@@ -5657,6 +5731,16 @@ enum { ATT_COL_LD8 = 5, ATT_COL_LD8_1SM = 6, ATT_COL_MMA = 7, ATT_COL_RING = 8 }
 	 k_attn3_split<4, false, C>, k_attn3_split<2, false, C, 1>, k_attn3_split<2, false, C, 2>,                      \
 	 k_attn3_split<1, false, C, 3>, k_attn3_split<2, false, C, 4>}
 static const attn_fn att_kern[3][9] = {ATT_KERN(0), ATT_KERN(1), ATT_KERN(2)};
+// The column of att_kern that decode attention runs for G heads per kv head
+// at head_dim hd; rcol: the ring kernel's shape and context, one: the
+// one-block-per-SM kernel's (att2_ring_launch, att2_short_max)
+static int att2_col(int G, int hd, bool rcol, bool one) {
+	const int md = att2_md(hd);
+	if (md == 1) return att2_mma(G, hd) ? ATT_COL_MMA : att2_stg(G, hd) ? 0 : 1;
+	if (md == 2)
+		return att2_stg(G, hd) ? 2 : rcol ? ATT_COL_RING : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3;
+	return 4;
+}
 #undef ATT_KERN
 
 // The launch of a decode attention grid in clusters of csize consecutive
@@ -5676,19 +5760,34 @@ static void att_cluster_cfg(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr, 
 	cfg.numAttrs = 1;
 }
 
-// whether one cluster of ATT_CLN blocks of k, each with dyn bytes of dynamic
-// shared memory, fits
-static bool att_cluster_fits(attn_fn k, size_t dyn) {
+// How many clusters of ATT_CLN blocks of attention kernel k, with dyn bytes
+// of dynamic shared memory each, the device places at once
+// (cudaOccupancyMaxActiveClusters; 0 where it cannot say)
+static int att_clusters_max(attn_fn k, size_t dyn) {
 	cudaLaunchConfig_t cfg;
 	cudaLaunchAttribute attr;
 	att_cluster_cfg(cfg, attr, dim3(1, ATT_CLN), ATT_CLN, nullptr);
 	cfg.dynamicSmemBytes = dyn;
 	int n = 0;
-	if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
+	if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
 		cudaGetLastError();  // not sticky: clear it for the context's later checks
-		return false;
+		return 0;
 	}
-	return true;
+	return n;
+}
+// whether one cluster of ATT_CLN blocks of k, each with dyn bytes of dynamic
+// shared memory, fits
+static bool att_cluster_fits(attn_fn k, size_t dyn) { return att_clusters_max(k, dyn) >= 1; }
+// The most clusters of ATT_CLN splits of the tensor-core decode attention
+// (ATT_MMA) for G heads per kv head at head_dim hd that the device places at
+// once with the thin staging (the launches that take more than one cluster of
+// splits): the fewer of the one- and two-level kernels'. 0 for the other
+// kernels (their splits are not capped: not measured) and where the device
+// cannot say.
+static int att2_clu_max(const sk_ctx *ctx, int G, int hd) {
+	if (att2_col(G, hd, false, false) != ATT_COL_MMA) return 0;
+	const size_t dyn = (size_t)ctx->att_thin * ATT_MMA_KEYB;
+	return std::min(att_clusters_max(att_kern[1][ATT_COL_MMA], dyn), att_clusters_max(att_kern[2][ATT_COL_MMA], dyn));
 }
 // Whether a cluster of ATT_CLN blocks of every clustered attention kernel
 // fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
@@ -5733,6 +5832,28 @@ static int att_fat_init(int optin) {
 		if (!att_cluster_fits(k, dyn)) return 0;
 	}
 	return 1;
+}
+
+// The thin staging of the tensor-core attention kernels (their launches past
+// the fat splits' contexts, and wherever fat staging does not fit): ATT_MMA_THIN2
+// keys where ATT2_PER_SM blocks of it fit an SM (att2_nsplit's one wave) and,
+// with clusters, a cluster of ATT_CLN of them fits one GPC; else ATT_MMA_THIN.
+// fat: att_fat_init set a larger dynamic shared memory limit already.
+static int att_thin_init(int optin, bool fat, bool clusters) {
+	if (!ATT_MMA_PIPE || ATT_MMA_FAT <= ATT_MMA_THIN2) return ATT_MMA_THIN;
+	const size_t dyn = (size_t)ATT_MMA_THIN2 * ATT_MMA_KEYB;
+	for (int row = 0; row < 3; row++) {
+		const attn_fn k = att_kern[row][ATT_COL_MMA];
+		int nb = 0;
+		if (!fat && !att_dyn_smem(k, dyn, optin)) return ATT_MMA_THIN;
+		if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ATT3_WARPS * 32, dyn) != cudaSuccess ||
+		    nb < ATT2_PER_SM) {
+			cudaGetLastError();
+			return ATT_MMA_THIN;
+		}
+		if (row > 0 && clusters && !att_cluster_fits(k, dyn)) return ATT_MMA_THIN;
+	}
+	return ATT_MMA_THIN2;
 }
 
 // Whether the ring kernel (ATT_RING) may take its ATT_RING_BYTES of dynamic
@@ -5799,28 +5920,24 @@ static bool att2_ring_launch(const sk_ctx *ctx, int n_head, int n_kv, int hd, in
 
 static int attn2_decode(sk_ctx *ctx, const float *q, const __half *kc, const __half *vc, float *out, int n_head,
                         int n_kv, int hd, int max_ctx, const int32_t *pos, float *part, int nsplit, bool two) {
-	const int md = att2_md(hd);
 	int *counter = attn2_counters(part, n_head, hd, nsplit);
 	dim3 grid(n_kv, nsplit);
 	cudaStream_t s = ctx->stream;
 	const int G = n_head / n_kv;
-	const bool stg = att2_stg(G, hd);
 	// clusters of ATT_CLN splits (nsplit is a multiple of it, see att2_nsplit),
 	// or of all of them when there are fewer
 	const int csize = nsplit > ATT_CLN ? ATT_CLN : nsplit;
 	const bool clu = att2_clu_launch(ctx, G, nsplit);
 	const int row = !clu ? 0 : two && att2_two(ctx, G) ? 2 : 1;
 	const bool one = !two && att2_short_max(ctx, n_head, n_kv, hd) > 0;
-	const bool mcol = md == 1 && att2_mma(G, hd);
 	// the ring (past att2_short_max: the long-context graph)
 	const bool rcol = att2_ring_launch(ctx, n_head, n_kv, hd, nsplit, two);
-	const attn_fn k =
-	    att_kern[row][md == 1 ? (mcol ? ATT_COL_MMA : stg ? 0 : 1)
-	                  : md == 2 ? (stg ? 2 : rcol ? ATT_COL_RING : att2_ld8(G, hd) ? (one ? ATT_COL_LD8_1SM : ATT_COL_LD8) : 3)
-	                            : 4];
+	const int col = att2_col(G, hd, rcol, one);
+	const bool mcol = col == ATT_COL_MMA;
+	const attn_fn k = att_kern[row][col];
 	// the tensor-core kernel's staging (fat: one cluster of splits, see ATT_MMA_FAT)
 	const bool fat = mcol && nsplit <= ATT_CLN && att2_fat_max(ctx, n_head, n_kv, hd) > 0;
-	const size_t dyn = mcol ? (size_t)(fat ? ATT_MMA_FAT : ATT_MMA_THIN) * ATT_MMA_KEYB : rcol ? ATT_RING_BYTES : 0;
+	const size_t dyn = mcol ? (size_t)(fat ? ATT_MMA_FAT : ctx->att_thin) * ATT_MMA_KEYB : rcol ? ATT_RING_BYTES : 0;
 	if (clu) {
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute attr;
@@ -6312,7 +6429,7 @@ extern "C" int sk_attention(sk_ctx *ctx, const float *d_q, const uint16_t *d_k, 
 		// (contexts up to att2_fat_max: the fat splits, as a model's decode step)
 		const int fmax = att2_fat_max(ctx, n_head, n_kv_head, head_dim);
 		const bool fat = fmax > 0 && max_ctx <= fmax;
-		const int ns = att2_ctx_nsplit(fmax, max_ctx, att2_nsplit(ctx, n_head, n_kv_head, max_ctx));
+		const int ns = att2_ctx_nsplit(fmax, max_ctx, att2_nsplit(ctx, n_head, n_kv_head, head_dim, max_ctx));
 		const size_t bytes = attn2_scratch_bytes(n_head, n_kv_head, head_dim, ns);
 		int rc = reserve_scratch(ctx, bytes);
 		if (rc != SK_OK) return rc;
@@ -6550,7 +6667,7 @@ extern "C" int sk_model_create(sk_ctx *ctx, const sk_model_config *c, sk_model *
 	m->att2 = m->variant == SK_VARIANT_V2 && att2_ok(c->n_head, c->n_kv_head, c->head_dim);
 	// v1 prefill attention keeps per-token partials: its chunk stays small
 	m->chunk = m->att2 ? PREFILL_CHUNK_V2 : PREFILL_CHUNK;
-	m->nsplit = att2_nsplit(ctx, c->n_head, c->n_kv_head, c->max_ctx);
+	m->nsplit = att2_nsplit(ctx, c->n_head, c->n_kv_head, c->head_dim, c->max_ctx);
 	const size_t T = m->chunk, qd = (size_t)c->n_head * c->head_dim, kd = (size_t)c->n_kv_head * c->head_dim;
 	int rc = SK_OK;
 	if (m->variant == SK_VARIANT_V2) {
