@@ -5123,15 +5123,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 						attm_tile(qh, ql, k0b + 16 * ti, end, lane, m, l, o, kfr, vfr);
 					}
 				};
-#if ATT_MMA_PIPE
-				// ATT_MMA_THIN2's staging (the long contexts' splits): two stages of half
-				// of it, the next stage's copies in flight while this one's tiles are
-				// computed; the tiles go to the warps as in the rounds below
-				if (capm >= ATT_MMA_THIN2 && capm < ATT_MMA_FAT) {
-				const int hk = capm / 32 * 16;
-				auto issue = [&](int k0b, int b) {
-					const int nst = min(hk, (end - k0b + 15) & ~15);
-					__half *Kd = Ks + b * hk * LDS, *Vd = Vs + b * hk * LDS;
+				// the copies of keys k0b.. (nst rows) into Kd, Vd as one cp.async group
+				auto stage = [&](int k0b, int nst, __half *Kd, __half *Vd) {
 					for (int idx = threadIdx.x; idx < nst * 8; idx += blockDim.x) {
 						const int rr = idx >> 3, c = idx & 7;
 						const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
@@ -5140,40 +5133,46 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 					}
 					mm2_commit();
 				};
-				if (start < end) {
-					issue(start, 0);
-					load_q();
-				}
-				int b = 0;
-				for (int k0b = start; k0b < end; k0b += hk, b ^= 1) {
-					if (k0b + hk < end) {
-						issue(k0b + hk, b ^ 1);
-						mm2_wait<1>();
-					} else {
-						mm2_wait<0>();
-					}
-					__syncthreads();
-					if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
-					tiles(k0b, min(hk, (end - k0b + 15) & ~15), Ks + b * hk * LDS, Vs + b * hk * LDS);
-					__syncthreads();  // every warp is done with stage b before it is refilled
-				}
-				} else
+				// ATT_MMA_THIN2's staging (the long contexts' splits) in two stages of
+				// half of it, the next stage's copies in flight while this one's tiles
+				// are computed; else rounds of all of it, each round's copies before
+				// its tiles. The tiles go to the warps in the same order either way.
+#if ATT_MMA_PIPE
+				const bool pipe = capm >= ATT_MMA_THIN2 && capm < ATT_MMA_FAT;
+#else
+				constexpr bool pipe = false;
 #endif
-				for (int k0b = start; k0b < end; k0b += capm) {
-					if (k0b != start) __syncthreads();  // every warp is done with the last staging
-					const int nst = min(capm, (end - k0b + 15) & ~15);
-					for (int idx = threadIdx.x; idx < nst * 8; idx += blockDim.x) {
-						const int rr = idx >> 3, c = idx & 7;
-						const size_t src = (size_t)min(k0b + rr, end - 1) * 64 + 8 * c;
-						mm2_cp16((uint32_t)__cvta_generic_to_shared(Ks + rr * LDS + 8 * c), kb + src, 16);
-						mm2_cp16((uint32_t)__cvta_generic_to_shared(Vs + rr * LDS + 8 * c), vb + src, 16);
+				if (pipe) {
+					const int hk = capm / 32 * 16;
+					auto nst = [&](int k0b) { return min(hk, (end - k0b + 15) & ~15); };
+					if (start < end) {
+						stage(start, nst(start), Ks, Vs);
+						load_q();
 					}
-					mm2_commit();
-					if (k0b == start) load_q();
-					mm2_wait<0>();
-					__syncthreads();
-					if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
-					tiles(k0b, nst, Ks, Vs);
+					int b = 0;
+					for (int k0b = start; k0b < end; k0b += hk, b ^= 1) {
+						if (k0b + hk < end) {
+							stage(k0b + hk, nst(k0b + hk), Ks + (b ^ 1) * hk * LDS, Vs + (b ^ 1) * hk * LDS);
+							mm2_wait<1>();
+						} else {
+							mm2_wait<0>();
+						}
+						__syncthreads();
+						if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
+						tiles(k0b, nst(k0b), Ks + b * hk * LDS, Vs + b * hk * LDS);
+						__syncthreads();  // every warp is done with stage b before it is refilled
+					}
+				} else {
+					for (int k0b = start; k0b < end; k0b += capm) {
+						if (k0b != start) __syncthreads();  // every warp is done with the last staging
+						const int nst = min(capm, (end - k0b + 15) & ~15);
+						stage(k0b, nst, Ks, Vs);
+						if (k0b == start) load_q();
+						mm2_wait<0>();
+						__syncthreads();
+						if (k0b == start) attm_qfrags(qs, G, lane, qh, ql);
+						tiles(k0b, nst, Ks, Vs);
+					}
 				}
 			} else {
 				// the persistent step: the same fragments from global memory (plain
