@@ -4070,8 +4070,8 @@ static int att2_nsplit(const sk_ctx *ctx, int n_head, int n_kv, int hd, int max_
 	if (att2_clu(ctx, n_head / n_kv) && ns > ATT_CLN) {
 		ns -= ns % ATT_CLN;  // whole clusters
 		// in one wave (the tensor-core kernels: att2_clu_max): TinyLlama's 4 kv
-		// heads x 64 splits are 32 clusters of 8, of which an H100 or H200
-		// places 30 at once (two blocks per SM), so two clusters ran after the
+		// heads x 64 splits are 32 clusters of 8, of which an H200 places 30 at
+		// once (two blocks per SM; session 12), so two clusters ran after the
 		// others had finished. With 56 splits (28 clusters) on an H100, decode
 		// tok/s of TinyLlama Q4_K_M at 16k / 32k tokens of context (3 runs, two
 		// rounds, with ATT_MMA_THIN2's pipelined staging): 1,016.1 / 878.0 and
