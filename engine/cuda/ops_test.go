@@ -457,6 +457,11 @@ var attentionDecodeCases = []struct{ heads, kv, hd, maxCtx, pos int }{
 	// per kv head (stripes left empty), 6 (rows of the A operand past the
 	// group), a context of one partial 16-key tile, one past a staging round
 	{8, 2, 64, 3000, 2999}, {6, 3, 64, 500, 400}, {24, 4, 64, 300, 16}, {32, 4, 64, 200, 96},
+	// TinyLlama's shape at 32k: past the fat splits, where two blocks of 256
+	// staged keys fit an SM, splits of 608 keys in pipelined stages of 128
+	// (the two buffers taken in turn five times, the last stage partial),
+	// as many splits as one wave of clusters holds (56 on an H200)
+	{32, 4, 64, 32768, 32767},
 }
 
 func testAttentionDecode(t *testing.T, d *Device, r *rand.Rand, cases []struct{ heads, kv, hd, maxCtx, pos int }) {
