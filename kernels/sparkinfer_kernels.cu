@@ -67,6 +67,10 @@ struct sk_ctx {
 	// splits' contexts: ATT_MMA_THIN2 where two such blocks fit an SM, else
 	// ATT_MMA_THIN (att_thin_init)
 	int att_thin;
+	// clusters of ATT_CLN blocks of the tensor-core attention kernels, with the
+	// thin staging, that the device places at once (0: no clusters, or the
+	// device cannot say; att_mma_clusters), which caps their splits
+	int att_mma_clu;
 	int att_ring;  // the ring kernel's shared memory fits (att_ring_init)
 	double g2_pf_max;  // bytes: the most a GEMV launch's start-of-block prefetch may ask for (g2_pf)
 };
@@ -116,6 +120,7 @@ extern "C" int sk_abi_version(void) { return SK_ABI_VERSION; }
 static bool att_clusters_fit();
 static int att_fat_init(int optin);
 static int att_thin_init(int optin, bool fat, bool clusters);
+static int att_mma_clusters(int thin);
 static int att_ring_init(int optin);
 
 // the most MB a GEMV launch's start-of-block L2 prefetch may ask for (g2_pf)
@@ -212,6 +217,7 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	                  : 0;
 	c->att_fat = att_fat_init(optin);
 	c->att_thin = att_thin_init(optin, c->att_fat, c->clusters);
+	c->att_mma_clu = c->clusters ? att_mma_clusters(c->att_thin) : 0;
 	c->att_ring = att_ring_init(optin);
 	return c;
 }
@@ -5778,15 +5784,18 @@ static int att_clusters_max(attn_fn k, size_t dyn) {
 // shared memory, fits
 static bool att_cluster_fits(attn_fn k, size_t dyn) { return att_clusters_max(k, dyn) >= 1; }
 // The most clusters of ATT_CLN splits of the tensor-core decode attention
-// (ATT_MMA) for G heads per kv head at head_dim hd that the device places at
-// once with the thin staging (the launches that take more than one cluster of
-// splits): the fewer of the one- and two-level kernels'. 0 for the other
-// kernels (their splits are not capped: not measured) and where the device
-// cannot say.
-static int att2_clu_max(const sk_ctx *ctx, int G, int hd) {
-	if (att2_col(G, hd, false, false) != ATT_COL_MMA) return 0;
-	const size_t dyn = (size_t)ctx->att_thin * ATT_MMA_KEYB;
+// (ATT_MMA) that the device places at once with thin keys of staging (the
+// launches that take more than one cluster of splits): the fewer of the one-
+// and two-level kernels' (asked once per context: ctx->att_mma_clu).
+static int att_mma_clusters(int thin) {
+	const size_t dyn = (size_t)thin * ATT_MMA_KEYB;
 	return std::min(att_clusters_max(att_kern[1][ATT_COL_MMA], dyn), att_clusters_max(att_kern[2][ATT_COL_MMA], dyn));
+}
+// That count for decode attention with G heads per kv head at head_dim hd:
+// ctx->att_mma_clu for the tensor-core kernels, 0 for the others (their
+// splits are not capped: not measured).
+static int att2_clu_max(const sk_ctx *ctx, int G, int hd) {
+	return att2_col(G, hd, false, false) == ATT_COL_MMA ? ctx->att_mma_clu : 0;
 }
 // Whether a cluster of ATT_CLN blocks of every clustered attention kernel
 // fits on one GPC of the current device (cudaOccupancyMaxActiveClusters >
