@@ -6,7 +6,7 @@
 # Go is not needed there: build the Go binaries elsewhere with
 #   scripts/gpu-check.sh build      (writes .dev/gpu/{sparkinfer,cuda.test})
 # then on the GPU machine:
-#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab gpc trace probe chain;
+#   scripts/gpu-check.sh run [stages...]   (stages: kernels ops stories parity bench sanitize opbench variants profile ab gpc trace probe chain repro;
 #                                          default: kernels ops stories parity bench sanitize)
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 2); the `variants` stage runs stories,
@@ -313,6 +313,12 @@ for (n, g), a in agg.items():
     print(f"{a[0]:4d} x {n:40s} grid {g:14s} {a[1]/a[0]/1e3:8.2f} us each {a[2]/a[0]/1e6:8.2f} MB {a[2]/max(a[1],1):7.0f} GB/s")
 PY
 	done
+fi
+
+if has repro; then
+	# whether this nvcc builds the product library reproducibly (kernels/Makefile)
+	log "kernels library built twice (ARCHS=${ARCHS:-90 100 120})"
+	OUT=/tmp/kernels-repro scripts/kernels-repro.sh ARCHS="${ARCHS:-90 100 120}" 2>&1 | tee "$OUT/repro.txt"
 fi
 
 if has sanitize; then
