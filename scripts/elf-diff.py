@@ -14,6 +14,7 @@ differ, 2 bad input.
 Used by scripts/kernels-repro.sh to say why two builds of the same source
 with the same compiler did not give the same digest.
 """
+import filecmp
 import os
 import struct
 import subprocess
@@ -42,14 +43,18 @@ def load(path):
             raise BadELF(f"{path}: section {i} out of bounds")
         raw.append((name, off, size if typ != 8 else 0, typ, link, info))
     stro = raw[shstrndx][1]
+    try:
+        return a, [(cstr(a, stro + n), off, size, typ, link, info) for n, off, size, typ, link, info in raw]
+    except BadELF as e:
+        raise BadELF(f"{path}: {e}") from None
 
-    def cstr(o):
-        end = a.find(b"\0", o)
-        if end < 0:
-            raise BadELF(f"{path}: unterminated string at {o}")
-        return a[o:end].decode("utf-8", "replace")
 
-    return a, [(cstr(stro + n), off, size, typ, link, info) for n, off, size, typ, link, info in raw]
+def cstr(a, o):
+    """The NUL-terminated string at offset o of a."""
+    end = a.find(b"\0", o)
+    if end < 0:
+        raise BadELF(f"unterminated string at {o}")
+    return a[o:end].decode("utf-8", "replace")
 
 
 def fde_functions(a, secs, lo, hi):
@@ -64,8 +69,7 @@ def fde_functions(a, secs, lo, hi):
             r_off, r_info, _add = struct.unpack_from("<QQq", a, off + k * 24)
             if lo <= r_off < hi:
                 nmo = struct.unpack_from("<I", a, symo + (r_info >> 32) * 24)[0]
-                end = a.find(b"\0", stro + nmo)
-                names.append(a[stro + nmo:end].decode("utf-8", "replace"))
+                names.append(cstr(a, stro + nmo))
     return names
 
 
@@ -126,9 +130,8 @@ def compare_fatbins(pa, pb, indent):
             # cuobjdump names them after the file: <name>.<n>.<arch>.cubin
             label = x.split(".", 1)[1] if "." in x else x
             pa_, pb_ = os.path.join(t, "0", x), os.path.join(t, "1", y)
-            with open(pa_, "rb") as f, open(pb_, "rb") as g:
-                if f.read() == g.read():
-                    continue
+            if filecmp.cmp(pa_, pb_, shallow=False):
+                continue
             print(f"{indent}cubin {label}:")
             compare(pa_, pb_, indent + "  ")
 
