@@ -1451,8 +1451,13 @@ __device__ __forceinline__ int dp4x4(const int4 w, const int4 x) {
 // its rounds' spread). 5 against 0 at 128 / 256 / 512 / 1,024 tokens of context
 // (two rounds): 7B Q4_K_M +1.6-2.1% at each, 7B Q8_0 +1.7-2.0% up to 512 and
 // +0.4-0.6% at 1,024 (the ring attention runs there for both); at 4k 7B
-// Q4_K_M +0.1-0.2%, 7B Q8_0 -0.4 to +1.2% (sessions 31 and 32). Where the
-// gain goes at long contexts is not measured. Events between the launches (no graph,
+// Q4_K_M +0.1-0.2%, 7B Q8_0 -0.4 to +1.2% (sessions 31 and 32). Session 36
+// (H100, two rounds): 7B Q8_0 333.1 / 273.4 and 332.8 / 273.2 with 5, 327.3 /
+// 272.3 and 327.5 / 271.8 with 0, 333.2 / 273.0 and 332.5 / 273.0 with 7 (the
+// ring's hint too: no gain again); without the graph (SPARKINFER_PROFILE=1,
+// one run of 64 steps) 5 against 0 saved 35 us a step at 128 (Q/K/V 9, O 7,
+// down 9) and 25 at 4k (gate/up 13, down 16, Q/K/V 1.6; the attention 6
+// slower). Events between the launches (no graph,
 // SPARKINFER_PROFILE=1, 7B Q4_K_M at 128) put 22 of the 37 us per step gained
 // in the Q/K/V GEMV and 11 in the down GEMV; the graph's figures gain more (the
 // bench's 1.6-2.0%, 38-49 us a step), so part of the gain may lie in the
@@ -2425,6 +2430,15 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 
 	// the weights do not depend on x: start their first rows moving to L2
 	// while the prologue runs (how much of them: ms.pf)
+	// Pairs go to warps block by block, so where a launch has more pairs
+	// than a whole number of rounds (7B's gate/up: 11,008 pairs, 5.2 per
+	// warp of 2,112), the lowest-numbered blocks take the extra ones.
+	// Dropped in session 36: warp-major (p0 = warp * nblk + bid, each block
+	// one or two of the extra pairs); on an H100, 7B Q8_0 decode tok/s at 128
+	// / 4k, 3 runs, two rounds: 334.7 / 273.7 and 333.5 / 273.4 against 337.5
+	// / 278.0 and 336.7 / 277.7 (if blocks are placed in index order as the
+	// predecessor's leave, the early blocks should take the extra pairs, as
+	// now; not traced).
 	const int p0 = bid * W + warp;
 	if (!MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
@@ -4344,6 +4358,14 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // us, and the attention launch 39.7 us a layer against 37.5 for the ring and
 // the O GEMV together. The copy, the wait for the head and the chunks'
 // last-arriver sums are a longer chain than the O GEMV's launch.
+// Dropped in session 36: the trigger in each kv head's last block after its
+// arrival, before its combine (the other blocks have left by then, so the
+// GEMV's blocks take only free places, and its weights stream while the
+// combine's L2 round trip runs). On an H100, 7B Q8_0 decode tok/s at 128 /
+// 4k, 3 runs, two rounds: 336.9 / 247.3 and 334.3 / 247.2 against 337.5 /
+// 278.0 and 336.7 / 277.7: 11% slower at 4k (1 lost 8% on the H200). The
+// GEMV's 17.8 MB asked for at once may delay the combine's reads, which end
+// the launch; not traced.
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif
