@@ -2430,15 +2430,15 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 
 	// the weights do not depend on x: start their first rows moving to L2
 	// while the prologue runs (how much of them: ms.pf)
-	// Pairs go to warps block by block, so where a launch has more pairs
-	// than a whole number of rounds (7B's gate/up: 11,008 pairs, 5.2 per
-	// warp of 2,112), the lowest-numbered blocks take the extra ones.
-	// Dropped in session 36: warp-major (p0 = warp * nblk + bid, each block
-	// one or two of the extra pairs); on an H100, 7B Q8_0 decode tok/s at 128
+	// Pairs go to warps block by block: a block's warps take neighbouring
+	// pairs in each round of nblk * W (gemv2_launch sizes the grid so that
+	// the warps' shares are equal: 7B's Q/K/V 3 pairs, O and down 1, gate/up
+	// 6 on 230 blocks, its last 32 warps 5). Dropped in session 36:
+	// warp-major (p0 = warp * nblk + bid), the same shares and rounds, but a
+	// block's warps nblk pairs apart; on an H100, 7B Q8_0 decode tok/s at 128
 	// / 4k, 3 runs, two rounds: 334.7 / 273.7 and 333.5 / 273.4 against 337.5
-	// / 278.0 and 336.7 / 277.7 (if blocks are placed in index order as the
-	// predecessor's leave, the early blocks should take the extra pairs, as
-	// now; not traced).
+	// / 278.0 and 336.7 / 277.7. Why rows far apart within a block cost that
+	// was not traced.
 	const int p0 = bid * W + warp;
 	if (!MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
