@@ -4363,7 +4363,7 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // GEMV's blocks take only free places, and its weights stream while the
 // combine's L2 round trip runs). On an H100, 7B Q8_0 decode tok/s at 128 /
 // 4k, 3 runs, two rounds: 336.9 / 247.3 and 334.3 / 247.2 against 337.5 /
-// 278.0 and 336.7 / 277.7: 11% slower at 4k (1 lost 8% on the H200). The
+// 278.0 and 336.7 / 277.7: 11% slower at 4k (1 lost 6-8% on the H200). The
 // GEMV's 17.8 MB asked for at once may delay the combine's reads, which end
 // the launch; not traced.
 #ifndef ATT_RING_TRIGGER
