@@ -43,21 +43,18 @@ def load(path):
             raise BadELF(f"{path}: section {i} out of bounds")
         raw.append((name, off, size if typ != 8 else 0, typ, link, info))
     stro = raw[shstrndx][1]
-    try:
-        return a, [(cstr(a, stro + n), off, size, typ, link, info) for n, off, size, typ, link, info in raw]
-    except BadELF as e:
-        raise BadELF(f"{path}: {e}") from None
+    return a, [(cstr(a, stro + n, path), off, size, typ, link, info) for n, off, size, typ, link, info in raw]
 
 
-def cstr(a, o):
-    """The NUL-terminated string at offset o of a."""
+def cstr(a, o, path):
+    """The NUL-terminated string at offset o of a (the contents of file path)."""
     end = a.find(b"\0", o)
     if end < 0:
-        raise BadELF(f"unterminated string at {o}")
+        raise BadELF(f"{path}: unterminated string at {o}")
     return a[o:end].decode("utf-8", "replace")
 
 
-def fde_functions(a, secs, lo, hi):
+def fde_functions(path, a, secs, lo, hi):
     """Names of the symbols that .debug_frame's relocations in [lo, hi) refer to."""
     names = []
     for name, off, size, _typ, link, info in secs:
@@ -69,7 +66,7 @@ def fde_functions(a, secs, lo, hi):
             r_off, r_info, _add = struct.unpack_from("<QQq", a, off + k * 24)
             if lo <= r_off < hi:
                 nmo = struct.unpack_from("<I", a, symo + (r_info >> 32) * 24)[0]
-                names.append(cstr(a, stro + nmo))
+                names.append(cstr(a, stro + nmo, path))
     return names
 
 
@@ -105,7 +102,7 @@ def compare(pa, pb, indent=""):
         if name == ".debug_frame" and za == zb:
             for off, n in frame_entries(x):
                 if x[off:off + n] != y[off:off + n]:
-                    fns = fde_functions(a, sa, off, off + n) or ["(no relocation: a CIE?)"]
+                    fns = fde_functions(pa, a, sa, off, off + n) or ["(no relocation: a CIE?)"]
                     print(f"{indent}  the entry at {off} ({n} bytes): {', '.join(fns)}")
         if name == ".nv_fatbin":
             compare_fatbins(pa, pb, indent + "  ")
