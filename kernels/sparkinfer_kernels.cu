@@ -4363,9 +4363,13 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // GEMV's blocks take only free places, and its weights stream while the
 // combine's L2 round trip runs). On an H100, 7B Q8_0 decode tok/s at 128 /
 // 4k, 3 runs, two rounds: 336.9 / 247.3 and 334.3 / 247.2 against 337.5 /
-// 278.0 and 336.7 / 277.7: 11% slower at 4k (1 lost 6-8% on the H200). The
-// GEMV's 17.8 MB asked for at once may delay the combine's reads, which end
-// the launch; not traced.
+// 278.0 and 336.7 / 277.7: 11% slower at 4k (1 lost 6-8% on the H200).
+// Session 37 (H200) ruled out the GEMV's 17.8 MB of early loads as the
+// cause: the same trigger with that GEMV issuing no weight loads before its
+// wait read 301.9 / 301.0 at 4k against 355.0 / 355.9 (15% slower; 419.6 /
+// 419.2 against 420.9 / 419.8 at 128, where the ring does not run). So the
+// loss comes with the early launch itself (the GEMV's blocks resident while
+// the combine runs, or what the chain after it does); not traced.
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif
