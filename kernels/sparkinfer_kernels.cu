@@ -2428,8 +2428,6 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	const int total = mats_total(ms);
 	const int npairs = ms.swiglu ? ms.end[0] : (total + 1) / 2;
 
-	// the weights do not depend on x: start their first rows moving to L2
-	// while the prologue runs (how much of them: ms.pf)
 	// Pairs go to warps block by block: a block's warps take neighbouring
 	// pairs in each round of nblk * W (gemv2_launch sizes the grid so that
 	// the warps' shares are equal: 7B's Q/K/V 3 pairs, O and down 1, gate/up
@@ -2440,6 +2438,8 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 	// / 278.0 and 336.7 / 277.7. Why rows far apart within a block cost that
 	// was not traced.
 	const int p0 = bid * W + warp;
+	// the weights do not depend on x: start their first rows moving to L2
+	// while the prologue runs (how much of them: ms.pf)
 	if (!MK && p0 < npairs) {
 		const PairLoc L = locate(ms, p0, total);
 		prefetch_row(L.a, L.ra, lane, ms.pf);

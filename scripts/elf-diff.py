@@ -54,7 +54,7 @@ def cstr(a, o, path):
     return a[o:end].decode("utf-8", "replace")
 
 
-def fde_functions(path, a, secs, lo, hi):
+def fde_functions(a, secs, lo, hi, path):
     """Names of the symbols that .debug_frame's relocations in [lo, hi) refer to."""
     names = []
     for name, off, size, _typ, link, info in secs:
@@ -102,7 +102,7 @@ def compare(pa, pb, indent=""):
         if name == ".debug_frame" and za == zb:
             for off, n in frame_entries(x):
                 if x[off:off + n] != y[off:off + n]:
-                    fns = fde_functions(pa, a, sa, off, off + n) or ["(no relocation: a CIE?)"]
+                    fns = fde_functions(a, sa, off, off + n, pa) or ["(no relocation: a CIE?)"]
                     print(f"{indent}  the entry at {off} ({n} bytes): {', '.join(fns)}")
         if name == ".nv_fatbin":
             compare_fatbins(pa, pb, indent + "  ")
