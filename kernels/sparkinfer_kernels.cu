@@ -1462,6 +1462,13 @@ __device__ __forceinline__ int dp4x4(const int4 w, const int4 x) {
 // in the Q/K/V GEMV and 11 in the down GEMV; the graph's figures gain more (the
 // bench's 1.6-2.0%, 38-49 us a step), so part of the gain may lie in the
 // overlap of one launch with the next (PERF.md, session 32).
+// Dropped in session 38 (an H100, 7B Q8_0 decode at 4k, 3 runs, two rounds,
+// against 272.6 / 272.6 for the landed build in the same machine start):
+// these loads with the L2 prefetch-size qualifier .L2::256B (LDG.LTC256B)
+// 272.1 / 272.1; the device's L2 fetch granularity raised from its default
+// of 64 bytes to 128 (cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity))
+// 272.5 / 272.4: no change, likely because the Q8_0 loads already cover
+// whole lines (512 contiguous bytes a warp).
 #ifndef G2_EF
 #define G2_EF 5
 #endif
@@ -2307,7 +2314,11 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 // is created; slower on an H100, session 26: 7B Q8_0 decode at 128 / 4k
 // 315.2-316.2 / 258.0-259.3 against 328.0 / 270.4-271.8 tok/s, 7B Q4_K_M
 // 409.3-410.0 / 312.7-314.2 against 415.9-416.1 / 318.7-318.9; with
-// G2_XPRE=1 the same within 1%): the gate/up GEMV's SwiGLU written as f16
+// G2_XPRE=1 the same within 1%; again in session 38, another H100, 3 runs,
+// two rounds: 336.9 / 270.5 and 339.6 / 271.8 against 336.7 / 276.7 and
+// 337.1 / 277.6, and 266.7 / 266.5 against 272.6 / 272.6 at 4k in a second
+// start; G2_XPRE=1 within 0.7% of the landed build with either setting):
+// the gate/up GEMV's SwiGLU written as f16
 // (SK_EPI_SWIGLU_F16; k_gemv2's G2_IO_YH kernels) and read so by the down
 // GEMV (sk_gemv_fused_f16x; G2_IO_XH). Every block of the down GEMV loads
 // the whole activation (7B: 11,008 columns, 44 KB as floats, 256 blocks per
@@ -4369,7 +4380,12 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // wait read 301.9 / 301.0 at 4k against 355.0 / 355.9 (15% slower; 419.6 /
 // 419.2 against 420.9 / 419.8 at 128, where the ring does not run). So the
 // loss comes with the early launch itself (the GEMV's blocks resident while
-// the combine runs, or what the chain after it does); not traced.
+// the combine runs, or what the chain after it does); not traced. Session
+// 38 (an H100) ruled out gate/up's early launch behind it: the same
+// trigger with the O GEMV letting gate/up launch only after its own wait
+// (so that gate/up's blocks and their L2 prefetch come no earlier than
+// without the trigger) read 243.3 / 243.4 at 4k against 272.6 / 272.6
+// (10.7% slower).
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif
