@@ -2331,6 +2331,32 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 // (the Q/K/V GEMV inside k_qkv_ring: its successor is the ring's, which must
 // not let the next kernel launch early; see ATT_RING_TRIGGER)
 #define G2_IO_NOTRIG 4
+// Where a GEMV lets its successor launch (A/B, not yet measured): 0 (the
+// default) before its own wait, so the successor's blocks take their places
+// and issue their first weight loads while this GEMV's predecessor still
+// runs; 1 after the wait for the GEMVs with more columns than rows (the down
+// GEMVs), so that the next layer's Q/K/V GEMV cannot launch before the
+// gate/up GEMV has ended; 2 after the wait for every GEMV. Session 39's
+// traces (an H100, 7B Q8_0 at 4k, SK_TRACE=1, scripts/decode-trace.py with
+// TRACE_CO=1) of ATT_RING_TRIGGER = 2 against the landed kernels: with the
+// O GEMV launched early, 54 gate/up blocks a step (0.7%) worked while a
+// block of the Q/K/V GEMV two launches ahead was on their SM, 39.4 us median
+// against 30.2-30.5 for the others, and 44 down blocks (0.5%) beside the
+// next attention, 26.9 us against 20.0-20.5; the two launches' ends spread
+// over 13.3 and 9.1 us instead of 6.7 and 4.2 (medians over the layers), the
+// waits after them grew, and the step took 4,089.8 us against 3,730.5. The
+// landed kernels had no such block. Gate/up blocks with no third kernel on
+// their SM also took longer at worst (40.5 us against 35.3), so the third
+// kernel's early weight loads likely slow every SM, not only their own.
+// Triggering after the wait should keep a third kernel out (the hypothesis
+// 1 and 2 test); session 13 moved every GEMV's trigger further, after its
+// prologue, and lost up to 4%.
+#ifndef G2_TRIG_LATE
+#define G2_TRIG_LATE 0
+#endif
+__device__ __forceinline__ bool g2_trig_late(int cols, int rows) {
+	return G2_TRIG_LATE == 2 || (G2_TRIG_LATE == 1 && cols > rows);
+}
 // The f16-x kernels' first item before the wait (A/B, 1; the Q8_0 one then
 // with P = 2: at P = 4 nvcc 11.8 spilled 128 bytes. TestSwiGLUFusedF16's
 // bit-for-bit check against the float-x kernel (P = 4) passed with it:
@@ -2526,8 +2552,9 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 			for (int i = 0; i < 4; i++) wr[i] = __ldg((const float4 *)normw + 8 * hb + 4 * hh + i);
 		}
-		if (!(IO & G2_IO_NOTRIG)) pdl_trigger();
+		if (!(IO & G2_IO_NOTRIG) && !g2_trig_late(cols, total)) pdl_trigger();
 		pdl_wait();
+		if (!(IO & G2_IO_NOTRIG) && g2_trig_late(cols, total)) pdl_trigger();
 		TRACE_MARK(tr_k1);
 		if (hok) ldx_blk<MK, 1>(x, XH, hb, hh, xr);
 #if SK_TRACE == 2
@@ -2560,8 +2587,9 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		// outputs belong to the predecessor until here)
 		if (XPRE) first();
 		if (!MK) {
-			if (!(IO & G2_IO_NOTRIG)) pdl_trigger();
+			if (!(IO & G2_IO_NOTRIG) && !g2_trig_late(cols, total)) pdl_trigger();
 			pdl_wait();
+			if (!(IO & G2_IO_NOTRIG) && g2_trig_late(cols, total)) pdl_trigger();
 		}
 		TRACE_MARK(tr_k1);
 
@@ -4345,7 +4373,9 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 #endif
 // When the ring kernel lets the next kernel (the O projection's GEMV, a
 // programmatic dependent launch) launch: 0 at its end, 1 once its keys are
-// done; never at its start, as the other attention kernels do (ATT2_TRIGGER).
+// done, 2 in each kv head's last block after its arrival, before its combine
+// (A/B, see below); never at its start, as the other attention kernels do
+// (ATT2_TRIGGER).
 // Launched early, the GEMV's blocks took the ring blocks' place as they
 // finished and the layer's later GEMVs ran slower (the trace at 2k: gate/up
 // 33.3 against 29.6 us, down 46.1 against 40.4), though the attention itself
@@ -4369,7 +4399,7 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // us, and the attention launch 39.7 us a layer against 37.5 for the ring and
 // the O GEMV together. The copy, the wait for the head and the chunks'
 // last-arriver sums are a longer chain than the O GEMV's launch.
-// Dropped in session 36: the trigger in each kv head's last block after its
+// 2, dropped in session 36: the trigger in each kv head's last block after its
 // arrival, before its combine (the other blocks have left by then, so the
 // GEMV's blocks take only free places, and its weights stream while the
 // combine's L2 round trip runs). On an H100, 7B Q8_0 decode tok/s at 128 /
@@ -4380,12 +4410,17 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // wait read 301.9 / 301.0 at 4k against 355.0 / 355.9 (15% slower; 419.6 /
 // 419.2 against 420.9 / 419.8 at 128, where the ring does not run). So the
 // loss comes with the early launch itself (the GEMV's blocks resident while
-// the combine runs, or what the chain after it does); not traced. Session
-// 38 (an H100) ruled out gate/up's early launch behind it: the same
-// trigger with the O GEMV letting gate/up launch only after its own wait
-// (so that gate/up's blocks and their L2 prefetch come no earlier than
-// without the trigger) read 243.3 / 243.4 at 4k against 272.6 / 272.6
-// (10.7% slower).
+// the combine runs, or what the chain after it does). Session 38 (an
+// H100) ruled out gate/up's early launch behind it: the same trigger with
+// the O GEMV letting gate/up launch only after its own wait (so that
+// gate/up's blocks and their L2 prefetch come no earlier than without the
+// trigger) read 243.3 / 243.4 at 4k against 272.6 / 272.6 (10.7% slower).
+// Session 39 traced 2 against 0 (an H100, 4k, SK_TRACE=1): the O GEMV's
+// first blocks started 0.6 us before the ring's last block ended, against
+// 0.6 us after it with 0 (medians over the step's layers), so the trigger
+// hides about 1.2 us a layer (what 7B Q8_0 at 4k lacks on the H200); the
+// loss is further down the chain, in gate/up and down blocks that share
+// their SM with a kernel two launches ahead (see G2_TRIG_LATE).
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif
@@ -5478,7 +5513,7 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	}
 	TRACE_ATT(tr_att1);
 	if constexpr (LD == 4)
-		if (ATT2_TRIGGER && ATT_RING_TRIGGER) pdl_trigger();
+		if (ATT2_TRIGGER && ATT_RING_TRIGGER == 1) pdl_trigger();
 	// merge the stripes of each head
 	if (!(MMA_CODE && mma)) {
 		if (lane == 0) {
@@ -5634,6 +5669,8 @@ __device__ __forceinline__ void att3_item(const float *q, const __half *kc, cons
 	}
 	__syncthreads();
 	if (!s_last) return;
+	if constexpr (LD == 4)
+		if (ATT2_TRIGGER && ATT_RING_TRIGGER == 2) pdl_trigger();
 	if (!ATT_ACQREL) __threadfence();
 	// the persistent step's two-level combine: level 1 of every group from the
 	// partials here

@@ -21,6 +21,11 @@
 # It also gives, for every kind of launch, each SM's mean block end after its
 # launch's median end; with GPC_MAP (scripts/gpc-probe.cu's "sm group size"
 # lines) the same averaged per group of SMs.
+# TRACE_CO=1 adds, for every kind of launch, which later launches had blocks
+# resident on the same SM while a block worked (a GEMV block from its wait's
+# end, an attention block from its start): the launch right after it is the
+# pipeline's design, one two or more launches ahead is a third kernel on the
+# SM; the blocks so shared and their work time against the others'.
 # (run by `scripts/gpu-check.sh run trace`)
 import csv, os, sys, statistics as st
 P = os.environ.get("TRACE_PHASES", "wait,prologue,body").split(",")
@@ -135,3 +140,22 @@ if os.environ.get("TRACE_SM") == "1":
                     grp.setdefault(gmap[sm], []).append(v)
             line += "  | by group(size): " + " ".join("%d(%d) %+.2f" % (g, s, st.mean(v)) for (g, s), v in sorted(grp.items()))
         print(line)
+
+if os.environ.get("TRACE_CO") == "1":
+    by_sm = {}
+    for k, c in enumerate(step):
+        for r in c["recs"]:
+            by_sm.setdefault(r["sm"], []).append((r, k))
+    print("per kind of launch: blocks that shared their SM with a later launch while working, by how far ahead")
+    co = {}
+    for k, c in enumerate(step):
+        n = name(c["key"])
+        for r in c["recs"]:
+            w0 = r["g0"] + (0 if c["key"][0] == 1000 else r["c1"] / ghz)
+            ahead = {k2 - k for o, k2 in by_sm[r["sm"]] if k2 > k and o["g0"] < r["g1"] and o["g1"] > w0}
+            far = max(ahead, default=0)
+            co.setdefault(n, {}).setdefault(min(far, 2), []).append((r["g1"] - w0) / 1e3)
+    for n, d in co.items():
+        tot = sum(len(v) for v in d.values())
+        print("  %-22s " % n + "  ".join("%s: %d blocks (%.1f%%) work median %.2f max %.2f us" % (
+            ("none", "+1", "+2 or more")[f], len(v), 100 * len(v) / tot, st.median(v), max(v)) for f, v in sorted(d.items())))
