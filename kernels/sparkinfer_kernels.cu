@@ -2354,8 +2354,15 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 #ifndef G2_TRIG_LATE
 #define G2_TRIG_LATE 0
 #endif
-__device__ __forceinline__ bool g2_trig_late(int cols, int rows) {
-	return G2_TRIG_LATE == 2 || (G2_TRIG_LATE == 1 && cols > rows);
+// The GEMV's programmatic-launch wait, with its successor's trigger before
+// or after it (G2_TRIG_LATE; none with G2_IO_NOTRIG).
+template <int IO>
+__device__ __forceinline__ void g2_wait(int cols, int rows) {
+	const bool trig = !(IO & G2_IO_NOTRIG);
+	const bool late = G2_TRIG_LATE == 2 || (G2_TRIG_LATE == 1 && cols > rows);
+	if (trig && !late) pdl_trigger();
+	pdl_wait();
+	if (trig && late) pdl_trigger();
 }
 // The f16-x kernels' first item before the wait (A/B, 1; the Q8_0 one then
 // with P = 2: at P = 4 nvcc 11.8 spilled 128 bytes. TestSwiGLUFusedF16's
@@ -2552,9 +2559,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 #pragma unroll
 			for (int i = 0; i < 4; i++) wr[i] = __ldg((const float4 *)normw + 8 * hb + 4 * hh + i);
 		}
-		if (!(IO & G2_IO_NOTRIG) && !g2_trig_late(cols, total)) pdl_trigger();
-		pdl_wait();
-		if (!(IO & G2_IO_NOTRIG) && g2_trig_late(cols, total)) pdl_trigger();
+		g2_wait<IO>(cols, total);
 		TRACE_MARK(tr_k1);
 		if (hok) ldx_blk<MK, 1>(x, XH, hb, hh, xr);
 #if SK_TRACE == 2
@@ -2586,11 +2591,7 @@ __device__ __forceinline__ void g2_body(const Mats &ms, const float *x, const fl
 		// (launched with programmatic dependent launch: x and the epilogue's
 		// outputs belong to the predecessor until here)
 		if (XPRE) first();
-		if (!MK) {
-			if (!(IO & G2_IO_NOTRIG) && !g2_trig_late(cols, total)) pdl_trigger();
-			pdl_wait();
-			if (!(IO & G2_IO_NOTRIG) && g2_trig_late(cols, total)) pdl_trigger();
-		}
+		if (!MK) g2_wait<IO>(cols, total);
 		TRACE_MARK(tr_k1);
 
 		// the norm scale, then the activation in shared memory (two int8 levels

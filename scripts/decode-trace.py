@@ -152,8 +152,7 @@ if os.environ.get("TRACE_CO") == "1":
         n = name(c["key"])
         for r in c["recs"]:
             w0 = r["g0"] + (0 if c["key"][0] == 1000 else r["c1"] / ghz)
-            ahead = {k2 - k for o, k2 in by_sm[r["sm"]] if k2 > k and o["g0"] < r["g1"] and o["g1"] > w0}
-            far = max(ahead, default=0)
+            far = max((k2 - k for o, k2 in by_sm[r["sm"]] if k2 > k and o["g0"] < r["g1"] and o["g1"] > w0), default=0)
             co.setdefault(n, {}).setdefault(min(far, 2), []).append((r["g1"] - w0) / 1e3)
     for n, d in co.items():
         tot = sum(len(v) for v in d.values())

@@ -139,7 +139,7 @@ if has trace; then
 	# (kernels/README.md); TRACE_MODELS, 16 decode tokens at a TRACE_CTX-token context (default 128);
 	# TRACE_LEVEL=2: the GEMVs' prologue split into x loaded, norm and quantization instead;
 	# TRACE_SM=1: each SM's lateness (scripts/decode-trace.py), by group of SMs when the gpc stage ran first;
-	# TRACE_CO=1: which blocks worked beside a block of a launch two or more ahead on their SM;
+	# TRACE_CO=1: which blocks worked beside a later launch's block on their SM (the next launch, or a third kernel);
 	# TRACE_FLAGS: more nvcc flags for the traced build (a variant's -D knobs)
 	log "trace build ${TRACE_FLAGS:-}"
 	mkdir -p /tmp/ab
