@@ -122,6 +122,7 @@ static int att_fat_init(int optin);
 static int att_thin_init(int optin, bool fat, bool clusters);
 static int att_mma_clusters(int thin);
 static int att_ring_init(int optin);
+static void dec_carve_init(int device);
 
 // the most MB a GEMV launch's start-of-block L2 prefetch may ask for (g2_pf)
 #ifndef G2_PF_MAX_MB
@@ -219,6 +220,7 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	c->att_thin = att_thin_init(optin, c->att_fat, c->clusters);
 	c->att_mma_clu = c->clusters ? att_mma_clusters(c->att_thin) : 0;
 	c->att_ring = att_ring_init(optin);
+	dec_carve_init(device);
 	return c;
 }
 
@@ -2331,26 +2333,22 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 // (the Q/K/V GEMV inside k_qkv_ring: its successor is the ring's, which must
 // not let the next kernel launch early; see ATT_RING_TRIGGER)
 #define G2_IO_NOTRIG 4
-// Where a GEMV lets its successor launch (A/B, not yet measured): 0 (the
-// default) before its own wait, so the successor's blocks take their places
-// and issue their first weight loads while this GEMV's predecessor still
-// runs; 1 after the wait for the GEMVs with more columns than rows (the down
-// GEMVs), so that the next layer's Q/K/V GEMV cannot launch before the
-// gate/up GEMV has ended; 2 after the wait for every GEMV. Session 39's
-// traces (an H100, 7B Q8_0 at 4k, SK_TRACE=1, scripts/decode-trace.py with
-// TRACE_CO=1) of ATT_RING_TRIGGER = 2 against the landed kernels: with the
-// O GEMV launched early, 54 gate/up blocks a step (0.7%) worked while a
-// block of the Q/K/V GEMV two launches ahead was on their SM, 39.4 us median
-// against 30.2-30.5 for the others, and 44 down blocks (0.5%) beside the
-// next attention, 26.9 us against 20.0-20.5; the two launches' ends spread
-// over 13.3 and 9.1 us instead of 6.7 and 4.2 (medians over the layers), the
-// waits after them grew, and the step took 4,089.8 us against 3,730.5. The
-// landed kernels had no such block. Gate/up blocks with no third kernel on
-// their SM also took longer at worst (40.5 us against 35.3), so the third
-// kernel's early weight loads likely slow every SM, not only their own.
-// Triggering after the wait should keep a third kernel out (the hypothesis
-// 1 and 2 test); session 13 moved every GEMV's trigger further, after its
-// prologue, and lost up to 4%.
+// Where a GEMV lets its successor launch (A/B): 0 (the default) before its
+// own wait, so the successor's blocks take their places and issue their
+// first weight loads while this GEMV's predecessor still runs; 1 after the
+// wait for the GEMVs with more columns than rows (the down GEMVs), so that
+// the next layer's Q/K/V GEMV cannot launch before the gate/up GEMV has
+// ended; 2 after the wait for every GEMV. Session 39's traces (an H100, 7B
+// Q8_0 at 4k, SK_TRACE=1, scripts/decode-trace.py with TRACE_CO=1) of
+// ATT_RING_TRIGGER = 2 had found a few gate/up and down blocks working
+// beside a kernel two launches ahead (0.5-0.7% of them, 31-34% slower); 1
+// was to keep that third kernel out. Session 40 (an H100, 7B Q8_0 at 4k, 3
+// runs, two rounds): 1 read 269.3 / 269.3 against 272.3 / 272.1 (1.1%
+// slower), and with ATT_RING_TRIGGER = 2 still 242.7 / 242.0 (11% slower
+// than 0 without it); with the f16 hand-off 268.5 / 267.8 against 265.9 /
+// 267.0. Its trace has almost no third kernel left, and the early O
+// launch's gate/up still lost 6.3 us a layer, most likely through the SMs'
+// shared memory carveout (see DEC_CARVE_KB), not the third kernel.
 #ifndef G2_TRIG_LATE
 #define G2_TRIG_LATE 0
 #endif
@@ -4372,6 +4370,26 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 #ifndef ATT_RING_ST
 #define ATT_RING_ST 3
 #endif
+// One shared memory carveout, in KB, for the decode GEMVs and the ring
+// kernel (A/B; 0, the default, leaves the GEMVs' to the driver and gives the
+// ring the largest). An SM can change its carveout only while no block is
+// on it, so a block that lands beside another kernel's blocks most likely
+// runs in theirs. Session 40's traces (an H100, 7B Q8_0 at 4k, SK_TRACE=1, with
+// G2_TRIG_LATE = 1 in both) of ATT_RING_TRIGGER = 2 against 0: with the O
+// GEMV launched before the ring's end, 178 gate/up blocks a step landed on
+// an SM that had held a block ever since its ring blocks (TRACE_DRAIN=1):
+// 37.6 us median against 30.2-30.5 for the rest, and 113 down blocks 26.4
+// against 20.2-20.5. With 0 every SM empties between the ring and the O GEMV,
+// and no block did.
+// The ring's 2 x (5 + 96 + 1) KB take the H100/H200's largest carveout, 228
+// KB, which leaves 28 KB of L1, and the GEMVs want theirs: every decode
+// kernel at the largest carveout cost them 11% at 128 tokens of context
+// (session 15). With ATT_RING_ST = 2 the ring needs 2 x 70 KB, so 164 KB
+// (92 KB of L1) could serve every decode kernel and let each launch early
+// without that cost, if the GEMVs keep their speed there (not yet measured).
+#ifndef DEC_CARVE_KB
+#define DEC_CARVE_KB 0
+#endif
 // When the ring kernel lets the next kernel (the O projection's GEMV, a
 // programmatic dependent launch) launch: 0 at its end, 1 once its keys are
 // done, 2 in each kv head's last block after its arrival, before its combine
@@ -4420,8 +4438,10 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // first blocks started 0.6 us before the ring's last block ended, against
 // 0.6 us after it with 0 (medians over the step's layers), so the trigger
 // hides about 1.2 us a layer (what 7B Q8_0 at 4k lacks on the H200); the
-// loss is further down the chain, in gate/up and down blocks that share
-// their SM with a kernel two launches ahead (see G2_TRIG_LATE).
+// loss is further down the chain, in the gate/up and down GEMVs. Session 40
+// traced it to GEMV blocks on SMs that held a block ever since their ring
+// blocks: most likely they run in the ring's shared memory carveout, with 28
+// KB of L1 (see DEC_CARVE_KB).
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif
@@ -5944,6 +5964,30 @@ static int att_thin_init(int optin, bool fat, bool clusters) {
 	return ATT_MMA_THIN2;
 }
 
+// DEC_CARVE_KB as cudaFuncAttributePreferredSharedMemoryCarveout's percent
+// of the device's shared memory per SM, which the driver rounds up to the
+// next capacity the SM supports (so the percent is rounded down here); at
+// most 100. device -1: the current device.
+static int dec_carve_pct(int device) {
+	int smsm = 0;
+	if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
+	if (cudaDeviceGetAttribute(&smsm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess || smsm <= 0) {
+		cudaGetLastError();
+		return (int)cudaSharedmemCarveoutMaxShared;
+	}
+	return (int)std::min<long>(100, (long)DEC_CARVE_KB * 1024 * 100 / smsm);
+}
+
+// DEC_CARVE_KB's carveout for every decode GEMV (the ring's is set in
+// att_ring_init). A preference only: errors are cleared and ignored.
+static void dec_carve_init(int device) {
+	if (DEC_CARVE_KB <= 0) return;
+	const int pct = dec_carve_pct(device);
+	for (gemv2_fn f : gemv2_kernels)
+		if (cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess)
+			cudaGetLastError();
+}
+
 // Whether the ring kernel (ATT_RING) may take its ATT_RING_BYTES of dynamic
 // shared memory with ATT2_PER_SM blocks per SM (att2_nsplit's one wave): its
 // limit set. Not on sm_120 (about 100 KB of shared memory per SM: one such
@@ -5953,8 +5997,8 @@ static int att_ring_init(int optin) {
 	const attn_fn k = att_kern[0][ATT_COL_RING];
 	int nb = 0;
 	if (!att_dyn_smem(k, ATT_RING_BYTES, optin)) return 0;
-	if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
-	        cudaSuccess ||
+	if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+	                         DEC_CARVE_KB > 0 ? dec_carve_pct(-1) : (int)cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
 	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ATT3_WARPS * 32, ATT_RING_BYTES) != cudaSuccess ||
 	    nb < ATT2_PER_SM) {
 		cudaGetLastError();

@@ -26,6 +26,11 @@
 # end, an attention block from its start): the launch right after it is the
 # pipeline's design, one two or more launches ahead is a third kernel on the
 # SM; the blocks so shared and their work time against the others'.
+# TRACE_DRAIN=1 adds, for every kind of launch, its blocks grouped by the
+# launch whose block came first on their SM after the SM last held no block
+# ("itself" when the SM was empty as the block landed). An SM can change its
+# shared memory carveout only while empty, so a block that lands beside the
+# blocks of an earlier launch most likely runs in that launch's carveout.
 # (run by `scripts/gpu-check.sh run trace`)
 import csv, os, sys, statistics as st
 P = os.environ.get("TRACE_PHASES", "wait,prologue,body").split(",")
@@ -158,3 +163,33 @@ if os.environ.get("TRACE_CO") == "1":
         tot = sum(len(v) for v in d.values())
         print("  %-22s " % n + "  ".join("%s: %d blocks (%.1f%%) work median %.2f max %.2f us" % (
             ("none", "+1", "+2 or more")[f], len(v), 100 * len(v) / tot, st.median(v), max(v)) for f, v in sorted(d.items())))
+if os.environ.get("TRACE_DRAIN") == "1":
+    # An SM can change its shared memory carveout only while it holds no block;
+    # a block that lands beside another kernel's blocks likely runs in theirs.
+    by_sm = {}
+    for k, c in enumerate(step):
+        for r in c["recs"]:
+            by_sm.setdefault(r["sm"], []).append((r, k))
+    for v in by_sm.values():
+        v.sort(key=lambda p: p[0]["g0"])
+    print("per kind of launch: blocks by the launch whose block came first on their SM after it last held none")
+    dr = {}
+    for k, c in enumerate(step):
+        n = name(c["key"])
+        for r in c["recs"]:
+            first, end = None, None
+            for o, k2 in by_sm[r["sm"]]:
+                if o is r or o["g0"] > r["g0"]:
+                    break
+                if end is None or o["g0"] > end:
+                    first = k2  # the SM was empty before o (or o is its first traced block)
+                end = o["g1"] if end is None else max(end, o["g1"])
+            if end is None or r["g0"] > end:
+                first = k
+            w0 = r["g0"] + (0 if c["key"][0] == 1000 else r["c1"] / ghz)
+            since = "itself" if first == k else "%s (%+d)" % (name(step[first]["key"]), first - k)
+            dr.setdefault(n, {}).setdefault(since, []).append((r["g1"] - w0) / 1e3)
+    for n, d in dr.items():
+        tot = sum(len(v) for v in d.values())
+        print("  %-22s " % n + "  ".join("%s: %d blocks (%.1f%%) work median %.2f max %.2f us" % (
+            s, len(v), 100 * len(v) / tot, st.median(v), max(v)) for s, v in sorted(d.items(), key=lambda p: -len(p[1]))))

@@ -140,6 +140,7 @@ if has trace; then
 	# TRACE_LEVEL=2: the GEMVs' prologue split into x loaded, norm and quantization instead;
 	# TRACE_SM=1: each SM's lateness (scripts/decode-trace.py), by group of SMs when the gpc stage ran first;
 	# TRACE_CO=1: which blocks worked beside a later launch's block on their SM (the next launch, or a third kernel);
+	# TRACE_DRAIN=1: each launch's blocks by the launch that came first on their SM after it last held no block;
 	# TRACE_FLAGS: more nvcc flags for the traced build (a variant's -D knobs)
 	log "trace build ${TRACE_FLAGS:-}"
 	mkdir -p /tmp/ab
