@@ -2344,8 +2344,8 @@ __device__ __forceinline__ float ldx1(const float *x, int i) {
 // beside a kernel two launches ahead (0.5-0.7% of them, 31-34% slower); 1
 // was to keep that third kernel out. Session 40 (an H100, 7B Q8_0 at 4k, 3
 // runs, two rounds): 1 read 269.3 / 269.3 against 272.3 / 272.1 (1.1%
-// slower), and with ATT_RING_TRIGGER = 2 still 242.7 / 242.0 (11% slower
-// than 0 without it); with the f16 hand-off 268.5 / 267.8 against 265.9 /
+// slower), and with ATT_RING_TRIGGER = 2 too 242.7 / 242.0 (11% slower
+// than the default); with the f16 hand-off 268.5 / 267.8 against 265.9 /
 // 267.0. Its trace has almost no third kernel left, and the early O
 // launch's gate/up still lost 6.3 us a layer, most likely through the SMs'
 // shared memory carveout (see DEC_CARVE_KB), not the third kernel.
