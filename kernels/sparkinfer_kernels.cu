@@ -121,8 +121,9 @@ static bool att_clusters_fit();
 static int att_fat_init(int optin);
 static int att_thin_init(int optin, bool fat, bool clusters);
 static int att_mma_clusters(int thin);
-static int att_ring_init(int optin);
-static void dec_carve_init(int device);
+static int dec_carve_pct(int device);
+static int att_ring_init(int optin, int carve);
+static void dec_carve_init(int carve);
 
 // the most MB a GEMV launch's start-of-block L2 prefetch may ask for (g2_pf)
 #ifndef G2_PF_MAX_MB
@@ -219,8 +220,10 @@ extern "C" sk_ctx *sk_create(int device, char *err, size_t errlen) {
 	c->att_fat = att_fat_init(optin);
 	c->att_thin = att_thin_init(optin, c->att_fat, c->clusters);
 	c->att_mma_clu = c->clusters ? att_mma_clusters(c->att_thin) : 0;
-	c->att_ring = att_ring_init(optin);
-	dec_carve_init(device);
+	// the ring's shared memory carveout, and with DEC_CARVE_KB the GEMVs' too
+	const int carve = dec_carve_pct(device);
+	c->att_ring = att_ring_init(optin, carve);
+	dec_carve_init(carve);
 	return c;
 }
 
@@ -5964,13 +5967,14 @@ static int att_thin_init(int optin, bool fat, bool clusters) {
 	return ATT_MMA_THIN2;
 }
 
-// DEC_CARVE_KB as cudaFuncAttributePreferredSharedMemoryCarveout's percent
+// The decode kernels' cudaFuncAttributePreferredSharedMemoryCarveout: the
+// largest without DEC_CARVE_KB (the ring's), else DEC_CARVE_KB as a percent
 // of the device's shared memory per SM, which the driver rounds up to the
 // next capacity the SM supports (so the percent is rounded down here); at
-// most 100. device -1: the current device.
+// most 100.
 static int dec_carve_pct(int device) {
 	int smsm = 0;
-	if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
+	if (DEC_CARVE_KB <= 0) return (int)cudaSharedmemCarveoutMaxShared;
 	if (cudaDeviceGetAttribute(&smsm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess || smsm <= 0) {
 		cudaGetLastError();
 		return (int)cudaSharedmemCarveoutMaxShared;
@@ -5979,26 +5983,26 @@ static int dec_carve_pct(int device) {
 }
 
 // DEC_CARVE_KB's carveout for every decode GEMV (the ring's is set in
-// att_ring_init). A preference only: errors are cleared and ignored.
-static void dec_carve_init(int device) {
-	if (DEC_CARVE_KB <= 0) return;
-	const int pct = dec_carve_pct(device);
-	for (gemv2_fn f : gemv2_kernels)
-		if (cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess)
-			cudaGetLastError();
+// att_ring_init), carve from dec_carve_pct. A preference only: errors are
+// cleared and ignored.
+static void dec_carve_init(int carve) {
+	if constexpr (DEC_CARVE_KB > 0)
+		for (gemv2_fn f : gemv2_kernels)
+			if (cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, carve) != cudaSuccess)
+				cudaGetLastError();
 }
 
 // Whether the ring kernel (ATT_RING) may take its ATT_RING_BYTES of dynamic
 // shared memory with ATT2_PER_SM blocks per SM (att2_nsplit's one wave): its
 // limit set. Not on sm_120 (about 100 KB of shared memory per SM: one such
-// block); the eight-lanes-per-key kernel runs instead.
-static int att_ring_init(int optin) {
+// block); the eight-lanes-per-key kernel runs instead. carve: its shared
+// memory carveout (dec_carve_pct).
+static int att_ring_init(int optin, int carve) {
 	if (!ATT_RING) return 0;
 	const attn_fn k = att_kern[0][ATT_COL_RING];
 	int nb = 0;
 	if (!att_dyn_smem(k, ATT_RING_BYTES, optin)) return 0;
-	if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-	                         DEC_CARVE_KB > 0 ? dec_carve_pct(-1) : (int)cudaSharedmemCarveoutMaxShared) != cudaSuccess ||
+	if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, carve) != cudaSuccess ||
 	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ATT3_WARPS * 32, ATT_RING_BYTES) != cudaSuccess ||
 	    nb < ATT2_PER_SM) {
 		cudaGetLastError();

@@ -146,32 +146,35 @@ if os.environ.get("TRACE_SM") == "1":
             line += "  | by group(size): " + " ".join("%d(%d) %+.2f" % (g, s, st.mean(v)) for (g, s), v in sorted(grp.items()))
         print(line)
 
-if os.environ.get("TRACE_CO") == "1":
-    by_sm = {}
-    for k, c in enumerate(step):
-        for r in c["recs"]:
-            by_sm.setdefault(r["sm"], []).append((r, k))
-    print("per kind of launch: blocks that shared their SM with a later launch while working, by how far ahead")
-    co = {}
-    for k, c in enumerate(step):
-        n = name(c["key"])
-        for r in c["recs"]:
-            w0 = r["g0"] + (0 if c["key"][0] == 1000 else r["c1"] / ghz)
-            far = max((k2 - k for o, k2 in by_sm[r["sm"]] if k2 > k and o["g0"] < r["g1"] and o["g1"] > w0), default=0)
-            co.setdefault(n, {}).setdefault(min(far, 2), []).append((r["g1"] - w0) / 1e3)
-    for n, d in co.items():
-        tot = sum(len(v) for v in d.values())
-        print("  %-22s " % n + "  ".join("%s: %d blocks (%.1f%%) work median %.2f max %.2f us" % (
-            ("none", "+1", "+2 or more")[f], len(v), 100 * len(v) / tot, st.median(v), max(v)) for f, v in sorted(d.items())))
-if os.environ.get("TRACE_DRAIN") == "1":
-    # An SM can change its shared memory carveout only while it holds no block;
-    # a block that lands beside another kernel's blocks likely runs in theirs.
+co_on, drain_on = os.environ.get("TRACE_CO") == "1", os.environ.get("TRACE_DRAIN") == "1"
+if co_on or drain_on:
+    # each SM's blocks in the order they started, with their launch's index
     by_sm = {}
     for k, c in enumerate(step):
         for r in c["recs"]:
             by_sm.setdefault(r["sm"], []).append((r, k))
     for v in by_sm.values():
         v.sort(key=lambda p: p[0]["g0"])
+    def work0(r, c):  # when a block's work starts: a GEMV's at its wait's end, an attention block's at its start
+        return r["g0"] + (0 if c["key"][0] == 1000 else r["c1"] / ghz)
+    def print_groups(groups, label):  # {kind of launch: {group: [work us]}}
+        for n, d in groups.items():
+            tot = sum(len(v) for v in d.values())
+            print("  %-22s " % n + "  ".join("%s: %d blocks (%.1f%%) work median %.2f max %.2f us" % (
+                label(g), len(v), 100 * len(v) / tot, st.median(v), max(v)) for g, v in d.items()))
+if co_on:
+    print("per kind of launch: blocks that shared their SM with a later launch while working, by how far ahead")
+    co = {}
+    for k, c in enumerate(step):
+        n = name(c["key"])
+        for r in c["recs"]:
+            w0 = work0(r, c)
+            far = max((k2 - k for o, k2 in by_sm[r["sm"]] if k2 > k and o["g0"] < r["g1"] and o["g1"] > w0), default=0)
+            co.setdefault(n, {}).setdefault(min(far, 2), []).append((r["g1"] - w0) / 1e3)
+    print_groups({n: dict(sorted(d.items())) for n, d in co.items()}, lambda f: ("none", "+1", "+2 or more")[f])
+if drain_on:
+    # An SM can change its shared memory carveout only while it holds no block;
+    # a block that lands beside another kernel's blocks likely runs in theirs.
     print("per kind of launch: blocks by the launch whose block came first on their SM after it last held none")
     dr = {}
     for k, c in enumerate(step):
@@ -186,10 +189,6 @@ if os.environ.get("TRACE_DRAIN") == "1":
                 end = o["g1"] if end is None else max(end, o["g1"])
             if end is None or r["g0"] > end:
                 first = k
-            w0 = r["g0"] + (0 if c["key"][0] == 1000 else r["c1"] / ghz)
             since = "itself" if first == k else "%s (%+d)" % (name(step[first]["key"]), first - k)
-            dr.setdefault(n, {}).setdefault(since, []).append((r["g1"] - w0) / 1e3)
-    for n, d in dr.items():
-        tot = sum(len(v) for v in d.values())
-        print("  %-22s " % n + "  ".join("%s: %d blocks (%.1f%%) work median %.2f max %.2f us" % (
-            s, len(v), 100 * len(v) / tot, st.median(v), max(v)) for s, v in sorted(d.items(), key=lambda p: -len(p[1]))))
+            dr.setdefault(n, {}).setdefault(since, []).append((r["g1"] - work0(r, c)) / 1e3)
+    print_groups({n: dict(sorted(d.items(), key=lambda p: -len(p[1]))) for n, d in dr.items()}, str)
