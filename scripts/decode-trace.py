@@ -157,38 +157,35 @@ if co_on or drain_on:
         v.sort(key=lambda p: p[0]["g0"])
     def work0(r, c):  # when a block's work starts: a GEMV's at its wait's end, an attention block's at its start
         return r["g0"] + (0 if c["key"][0] == 1000 else r["c1"] / ghz)
-    def print_groups(groups, label):  # {kind of launch: {group: [work us]}}
+    def print_groups(group_of, label, order):
+        # every block's work time (us), by kind of launch and by group_of(r, c, k), printed in the order given
+        groups = {}
+        for k, c in enumerate(step):
+            for r in c["recs"]:
+                groups.setdefault(name(c["key"]), {}).setdefault(group_of(r, c, k), []).append((r["g1"] - work0(r, c)) / 1e3)
         for n, d in groups.items():
             tot = sum(len(v) for v in d.values())
             print("  %-22s " % n + "  ".join("%s: %d blocks (%.1f%%) work median %.2f max %.2f us" % (
-                label(g), len(v), 100 * len(v) / tot, st.median(v), max(v)) for g, v in d.items()))
+                label(g), len(v), 100 * len(v) / tot, st.median(v), max(v)) for g, v in sorted(d.items(), key=order)))
 if co_on:
+    def ahead(r, c, k):  # how far ahead the farthest later launch with a block beside r's work was (0: none)
+        w0 = work0(r, c)
+        return min(2, max((k2 - k for o, k2 in by_sm[r["sm"]] if k2 > k and o["g0"] < r["g1"] and o["g1"] > w0), default=0))
     print("per kind of launch: blocks that shared their SM with a later launch while working, by how far ahead")
-    co = {}
-    for k, c in enumerate(step):
-        n = name(c["key"])
-        for r in c["recs"]:
-            w0 = work0(r, c)
-            far = max((k2 - k for o, k2 in by_sm[r["sm"]] if k2 > k and o["g0"] < r["g1"] and o["g1"] > w0), default=0)
-            co.setdefault(n, {}).setdefault(min(far, 2), []).append((r["g1"] - w0) / 1e3)
-    print_groups({n: dict(sorted(d.items())) for n, d in co.items()}, lambda f: ("none", "+1", "+2 or more")[f])
+    print_groups(ahead, lambda f: ("none", "+1", "+2 or more")[f], lambda p: p[0])
 if drain_on:
     # An SM can change its shared memory carveout only while it holds no block;
     # a block that lands beside another kernel's blocks likely runs in theirs.
+    def since(r, c, k):  # the launch whose block came first on r's SM after it last held no block
+        first, end = None, None
+        for o, k2 in by_sm[r["sm"]]:
+            if o is r or o["g0"] > r["g0"]:
+                break
+            if end is None or o["g0"] > end:
+                first = k2  # the SM was empty before o (or o is its first traced block)
+            end = o["g1"] if end is None else max(end, o["g1"])
+        if end is None or r["g0"] > end:
+            first = k
+        return "itself" if first == k else "%s (%+d)" % (name(step[first]["key"]), first - k)
     print("per kind of launch: blocks by the launch whose block came first on their SM after it last held none")
-    dr = {}
-    for k, c in enumerate(step):
-        n = name(c["key"])
-        for r in c["recs"]:
-            first, end = None, None
-            for o, k2 in by_sm[r["sm"]]:
-                if o is r or o["g0"] > r["g0"]:
-                    break
-                if end is None or o["g0"] > end:
-                    first = k2  # the SM was empty before o (or o is its first traced block)
-                end = o["g1"] if end is None else max(end, o["g1"])
-            if end is None or r["g0"] > end:
-                first = k
-            since = "itself" if first == k else "%s (%+d)" % (name(step[first]["key"]), first - k)
-            dr.setdefault(n, {}).setdefault(since, []).append((r["g1"] - work0(r, c)) / 1e3)
-    print_groups({n: dict(sorted(d.items(), key=lambda p: -len(p[1]))) for n, d in dr.items()}, str)
+    print_groups(since, str, lambda p: -len(p[1]))
