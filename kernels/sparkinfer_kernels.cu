@@ -4369,7 +4369,8 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 #define ATT_RING_KEYS 64
 #endif
 // (3 stages since session 19, with ATT_RING_PDL: two of them in flight
-// before the wait; 2 x (5 + 96 + 1) KB per SM)
+// before the wait; 2 x (5 + 96 + 1) KB per SM. 2 with DEC_CARVE_KB = 164 is
+// faster on an H100 (session 41, see DEC_CARVE_KB).)
 #ifndef ATT_RING_ST
 #define ATT_RING_ST 3
 #endif
@@ -4388,8 +4389,25 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // KB, which leaves 28 KB of L1, and the GEMVs want theirs: every decode
 // kernel at the largest carveout cost them 11% at 128 tokens of context
 // (session 15). With ATT_RING_ST = 2 the ring needs 2 x 70 KB, so 164 KB
-// (92 KB of L1) could serve every decode kernel and let each launch early
-// without that cost, if the GEMVs keep their speed there (not yet measured).
+// (92 KB of L1) serves every decode kernel and lets each launch early
+// without that cost. Session 41 (an H100, nvcc 11.8 sm_90 builds, decode
+// tok/s at 128 / 4k, 3 runs, two rounds in one machine start): 7B Q8_0 with
+// the 3-stage ring and 0 (the kernels until then) 315.2 / 249.0 and 314.5 /
+// 247.3; the 2-stage ring alone 314.6 / 251.1 and 315.3 / 250.9; with 164,
+// 318.1 / 251.7 and 318.0 / 251.7; with ATT_RING_TRIGGER = 2 too, 317.9 /
+// 253.0 and 318.0 / 252.8 (1 instead: 318.1 / 252.5 and 318.0 / 251.9).
+// 228 for every decode kernel, with the 3-stage ring: 295.8 / 238.1 and
+// 296.5 / 238.4 (with trigger 2: 296.5 / 238.2 and 296.4 / 237.5). The same
+// start, 3-stage ring and 0 against 164 with trigger 2: TinyLlama Q8_0
+// 1,019.2 / 938.2 and 1,020.8 / 940.0 against 1,022.5 / 940.3 and 1,022.1 /
+// 937.4; TinyLlama Q4_K_M 1,197.7 / 1,071.4 and 1,190.2 / 1,083.9 against
+// 1,196.4 / 1,081.9 and 1,197.9 / 1,079.7; 7B Q4_K_M 392.8 / 289.6 and 393.3
+// / 292.0 against 391.8 / 293.7 and 392.0 / 293.1. Where an SM has less
+// shared memory than this (sm_120: about 100 KB), the GEMVs' carveout stays
+// the driver's and the ring's the largest. 0, the default until the per-op
+// tests and a memcheck have run with 164, ATT_RING_ST = 2 and
+// ATT_RING_TRIGGER = 2 on a GPU (no machine came for them in session 41):
+// the same.
 #ifndef DEC_CARVE_KB
 #define DEC_CARVE_KB 0
 #endif
@@ -4445,6 +4463,9 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // traced it to GEMV blocks on SMs that held a block ever since their ring
 // blocks: most likely they run in the ring's shared memory carveout, with 28
 // KB of L1 (see DEC_CARVE_KB).
+// Session 41 (an H100): with one carveout for every decode kernel
+// (DEC_CARVE_KB = 164, ATT_RING_ST = 2) 2 gains 0.5% at 4k (see DEC_CARVE_KB
+// for the figures).
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 0
 #endif
@@ -5967,29 +5988,30 @@ static int att_thin_init(int optin, bool fat, bool clusters) {
 	return ATT_MMA_THIN2;
 }
 
-// The decode kernels' cudaFuncAttributePreferredSharedMemoryCarveout: the
-// largest without DEC_CARVE_KB (the ring's), else DEC_CARVE_KB as a percent
-// of the device's shared memory per SM, which the driver rounds up to the
-// next capacity the SM supports (so the percent is rounded down here); at
-// most 100.
+// The decode kernels' cudaFuncAttributePreferredSharedMemoryCarveout:
+// DEC_CARVE_KB as a percent of the device's shared memory per SM, which the
+// driver rounds up to the next capacity the SM supports (so the percent is
+// rounded down here); -1 where there is none (DEC_CARVE_KB = 0, or more than
+// the SM has): the ring then takes the largest and the GEMVs the driver's.
 static int dec_carve_pct(int device) {
 	int smsm = 0;
-	if (DEC_CARVE_KB <= 0) return (int)cudaSharedmemCarveoutMaxShared;
+	if (DEC_CARVE_KB <= 0) return -1;
 	if (cudaDeviceGetAttribute(&smsm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess || smsm <= 0) {
 		cudaGetLastError();
-		return (int)cudaSharedmemCarveoutMaxShared;
+		return -1;
 	}
-	return (int)std::min<long>(100, (long)DEC_CARVE_KB * 1024 * 100 / smsm);
+	if ((long)DEC_CARVE_KB * 1024 > smsm) return -1;
+	return (int)((long)DEC_CARVE_KB * 1024 * 100 / smsm);
 }
 
 // DEC_CARVE_KB's carveout for every decode GEMV (the ring's is set in
-// att_ring_init), carve from dec_carve_pct. A preference only: errors are
-// cleared and ignored.
+// att_ring_init), carve from dec_carve_pct (-1: none set). A preference
+// only: errors are cleared and ignored.
 static void dec_carve_init(int carve) {
-	if constexpr (DEC_CARVE_KB > 0)
-		for (gemv2_fn f : gemv2_kernels)
-			if (cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, carve) != cudaSuccess)
-				cudaGetLastError();
+	if (carve < 0) return;
+	for (gemv2_fn f : gemv2_kernels)
+		if (cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, carve) != cudaSuccess)
+			cudaGetLastError();
 }
 
 // Whether the ring kernel (ATT_RING) may take its ATT_RING_BYTES of dynamic
@@ -6002,7 +6024,8 @@ static int att_ring_init(int optin, int carve) {
 	const attn_fn k = att_kern[0][ATT_COL_RING];
 	int nb = 0;
 	if (!att_dyn_smem(k, ATT_RING_BYTES, optin)) return 0;
-	if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, carve) != cudaSuccess ||
+	if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+	                         carve < 0 ? (int)cudaSharedmemCarveoutMaxShared : carve) != cudaSuccess ||
 	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, ATT3_WARPS * 32, ATT_RING_BYTES) != cudaSuccess ||
 	    nb < ATT2_PER_SM) {
 		cudaGetLastError();
