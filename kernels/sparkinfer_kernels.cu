@@ -4402,12 +4402,10 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // 1,019.2 / 938.2 and 1,020.8 / 940.0 against 1,022.5 / 940.3 and 1,022.1 /
 // 937.4; TinyLlama Q4_K_M 1,197.7 / 1,071.4 and 1,190.2 / 1,083.9 against
 // 1,196.4 / 1,081.9 and 1,197.9 / 1,079.7; 7B Q4_K_M 392.8 / 289.6 and 393.3
-// / 292.0 against 391.8 / 293.7 and 392.0 / 293.1. Where an SM has less
-// shared memory than this (sm_120: about 100 KB), the GEMVs' carveout stays
-// the driver's and the ring's the largest. 0, the default until the per-op
-// tests and a memcheck have run with 164, ATT_RING_ST = 2 and
-// ATT_RING_TRIGGER = 2 on a GPU (no machine came for them in session 41):
-// the same.
+// / 292.0 against 391.8 / 293.7 and 392.0 / 293.1. 0 stays the default until
+// the per-op tests and a memcheck have run with 164, ATT_RING_ST = 2 and
+// ATT_RING_TRIGGER = 2 on a GPU (no machine came for them in session 41).
+// Ignored where an SM has less shared memory (dec_carve_pct).
 #ifndef DEC_CARVE_KB
 #define DEC_CARVE_KB 0
 #endif

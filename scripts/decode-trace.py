@@ -176,16 +176,17 @@ if co_on:
 if drain_on:
     # An SM can change its shared memory carveout only while it holds no block;
     # a block that lands beside another kernel's blocks likely runs in theirs.
-    def since(r, c, k):  # the launch whose block came first on r's SM after it last held no block
+    # one pass per SM in start order: the launch whose block came first after the SM last held no block
+    first_of = {}
+    for v in by_sm.values():
         first, end = None, None
-        for o, k2 in by_sm[r["sm"]]:
-            if o is r or o["g0"] > r["g0"]:
-                break
+        for o, k2 in v:
             if end is None or o["g0"] > end:
                 first = k2  # the SM was empty before o (or o is its first traced block)
             end = o["g1"] if end is None else max(end, o["g1"])
-        if end is None or r["g0"] > end:
-            first = k
+            first_of[id(o)] = first
+    def since(r, c, k):
+        first = first_of[id(r)]
         return "itself" if first == k else "%s (%+d)" % (name(step[first]["key"]), first - k)
     print("per kind of launch: blocks by the launch whose block came first on their SM after it last held none")
     print_groups(since, str, lambda p: -len(p[1]))
