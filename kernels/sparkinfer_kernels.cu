@@ -4368,15 +4368,16 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 #ifndef ATT_RING_KEYS
 #define ATT_RING_KEYS 64
 #endif
-// (3 stages since session 19, with ATT_RING_PDL: two of them in flight
-// before the wait; 2 x (5 + 96 + 1) KB per SM. 2 with DEC_CARVE_KB = 164 is
-// faster on an H100 (session 41, see DEC_CARVE_KB).)
+// (2 stages since session 42, one of them in flight before the wait: 2 x 70
+// KB per SM, so that one 164 KB carveout serves every decode kernel
+// (DEC_CARVE_KB). From session 19, with ATT_RING_PDL, 3 stages, two in flight
+// before the wait: 2 x (5 + 96 + 1) KB per SM.)
 #ifndef ATT_RING_ST
-#define ATT_RING_ST 3
+#define ATT_RING_ST 2
 #endif
 // One shared memory carveout, in KB, for the decode GEMVs and the ring
-// kernel (A/B; 0, the default, leaves the GEMVs' to the driver and gives the
-// ring the largest). An SM can change its carveout only while no block is
+// kernel (164 since session 42; 0 leaves the GEMVs' to the driver and gives
+// the ring the largest). An SM can change its carveout only while no block is
 // on it, so a block that lands beside another kernel's blocks most likely
 // runs in theirs. Session 40's traces (an H100, 7B Q8_0 at 4k, SK_TRACE=1, with
 // G2_TRIG_LATE = 1 in both) of ATT_RING_TRIGGER = 2 against 0: with the O
@@ -4402,18 +4403,20 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // 1,019.2 / 938.2 and 1,020.8 / 940.0 against 1,022.5 / 940.3 and 1,022.1 /
 // 937.4; TinyLlama Q4_K_M 1,197.7 / 1,071.4 and 1,190.2 / 1,083.9 against
 // 1,196.4 / 1,081.9 and 1,197.9 / 1,079.7; 7B Q4_K_M 392.8 / 289.6 and 393.3
-// / 292.0 against 391.8 / 293.7 and 392.0 / 293.1. 0 stays the default until
-// the per-op tests and a memcheck have run with 164, ATT_RING_ST = 2 and
-// ATT_RING_TRIGGER = 2 on a GPU (no machine came for them in session 41).
+// / 292.0 against 391.8 / 293.7 and 392.0 / 293.1. 164, with ATT_RING_ST = 2
+// and ATT_RING_TRIGGER = 2, became the default in session 42, once the
+// per-op tests and a memcheck had passed with them on a GPU (docs/PERF.md).
+// Session 42's A/B on another H100, 7B Q8_0: 315.0 / 248.1 and 313.8 / 246.7
+// with the kernels before it, 318.4 / 252.9 and 317.4 / 252.2 with them.
 // Ignored where an SM has less shared memory (dec_carve_pct).
 #ifndef DEC_CARVE_KB
-#define DEC_CARVE_KB 0
+#define DEC_CARVE_KB 164
 #endif
 // When the ring kernel lets the next kernel (the O projection's GEMV, a
 // programmatic dependent launch) launch: 0 at its end, 1 once its keys are
-// done, 2 in each kv head's last block after its arrival, before its combine
-// (A/B, see below); never at its start, as the other attention kernels do
-// (ATT2_TRIGGER).
+// done, 2 (the default since session 42) in each kv head's last block after
+// its arrival, before its combine (see below); never at its start, as the
+// other attention kernels do (ATT2_TRIGGER).
 // Launched early, the GEMV's blocks took the ring blocks' place as they
 // finished and the layer's later GEMVs ran slower (the trace at 2k: gate/up
 // 33.3 against 29.6 us, down 46.1 against 40.4), though the attention itself
@@ -4463,9 +4466,9 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // KB of L1 (see DEC_CARVE_KB).
 // Session 41 (an H100): with one carveout for every decode kernel
 // (DEC_CARVE_KB = 164, ATT_RING_ST = 2) 2 gains 0.5% at 4k (see DEC_CARVE_KB
-// for the figures).
+// for the figures); the three became the defaults in session 42.
 #ifndef ATT_RING_TRIGGER
-#define ATT_RING_TRIGGER 0
+#define ATT_RING_TRIGGER 2
 #endif
 // 1: the ring launched with programmatic dependent launch, its first
 // ATT_RING_ST - 1 stages issued before it waits for the Q/K/V GEMV (all but
