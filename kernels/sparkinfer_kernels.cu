@@ -4466,7 +4466,7 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // KB of L1 (see DEC_CARVE_KB).
 // Session 41 (an H100): with one carveout for every decode kernel
 // (DEC_CARVE_KB = 164, ATT_RING_ST = 2) 2 gains 0.5% at 4k (see DEC_CARVE_KB
-// for the figures); the three became the defaults in session 42.
+// for the figures).
 #ifndef ATT_RING_TRIGGER
 #define ATT_RING_TRIGGER 2
 #endif

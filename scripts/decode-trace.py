@@ -174,8 +174,6 @@ if co_on:
     print("per kind of launch: blocks that shared their SM with a later launch while working, by how far ahead")
     print_groups(ahead, lambda f: ("none", "+1", "+2 or more")[f], lambda p: p[0])
 if drain_on:
-    # An SM can change its shared memory carveout only while it holds no block;
-    # a block that lands beside another kernel's blocks likely runs in theirs.
     # one pass per SM in start order: the launch whose block came first after the SM last held no block
     first_of = {}
     for v in by_sm.values():
