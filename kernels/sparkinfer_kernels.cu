@@ -3015,7 +3015,10 @@ static int check_epi(sk_ctx *ctx, const sk_epilogue *e, int rows, int nmat, int 
 // them (7B Q8_0 at 4k, 3 runs, two rounds): SPARKINFER_G2_PF_MAX=20 read
 // 343.2 / 342.6 against 348.1 / 350.1, and the first bytes of each first row
 // up to 10 MB per launch (a partial prefetch) 351.3 / 351.3 against 353.5 /
-// 353.9 (both with ATT_R1).
+// 353.9 (both with ATT_R1). With the 164 KB carveout (session 43, an H100,
+// 7B Q8_0 at 128 / 4k, two rounds), 6 and 16 read as 10 does: 322.6 / 258.2
+// and 324.0 / 258.0, 323.2 / 257.7 and 323.8 / 257.8, against 323.4 / 257.7
+// and 323.6 / 256.3.
 static int g2_pf(const sk_ctx *ctx, int nmat, const sk_matrix *const *W, int npairs, int grid) {
 	double bytes = 0;
 	for (int i = 0; i < nmat; i++) bytes += (double)W[i]->bytes;
@@ -4364,7 +4367,12 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // per SM and half the splits (ATT2_PER_SM=1), 64 x 3 22.30 / 66.46 and 64 x 4
 // 24.16 / 72.21. In the decode step (before ATT_RING_TRIGGER, 7B Q4_K_M at
 // 2k / 4k) 32 x 3 read 362.5 / 332.1 and 32 x 2 358.4 / 326.0 against 64 x 2's
-// 363.9 / 334.2.
+// 363.9 / 334.2. Session 43 (an H100, 7B Q8_0 at 128 / 4k, 3 runs, two
+// rounds): 32 x 3 (2 x 54 KB per SM) with DEC_CARVE_KB = 132, which leaves
+// the GEMVs 124 KB of L1, read 320.8 / 257.3 and 321.0 / 255.3 against the
+// defaults' 324.1 / 257.0 and 323.6 / 257.8; 32 x 4 at the default 164 KB
+// (another start) 323.0 / 253.6 and 323.3 / 253.3 against 323.4 / 257.7 and
+// 323.6 / 256.3.
 #ifndef ATT_RING_KEYS
 #define ATT_RING_KEYS 64
 #endif
