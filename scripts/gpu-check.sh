@@ -11,7 +11,8 @@
 # Kernel variants: SPARKINFER_KERNEL_VARIANT=1|2 selects one for every stage
 # (unset: the library's default, 2); the `variants` stage runs stories,
 # parity and bench once per variant, `opbench` the per-op benchmarks.
-# Results go to $OUT (default /tmp/gpu-out).
+# Results go to $OUT (default /tmp/gpu-out). GPU_REQUIRE=NAME (e.g. H200)
+# stops the run at once, exit 3, unless the GPU's name contains NAME.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.dev/gpu}
@@ -42,6 +43,10 @@ build90() { # OUT.so SOURCE [nvcc flags...]: a kernels library for sm_90 alone (
 
 log "gpu"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
+# a device call that may land on another card spends no time there
+if [ -n "${GPU_REQUIRE:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q -- "$GPU_REQUIRE"; then
+	echo "GPU_REQUIRE=$GPU_REQUIRE: not this GPU, stopping"; exit 3
+fi
 nvidia-smi -q 2>/dev/null | grep -iA4 "confidential\|conf compute" | head -20 | tee -a "$OUT/gpu.txt"
 nvcc --version | tail -1
 
