@@ -4448,9 +4448,10 @@ __host__ __device__ inline bool att2_ld8(int G, int hd) { return ATT_LD8 && hd =
 // us, and the attention launch 39.7 us a layer against 37.5 for the ring and
 // the O GEMV together. The copy, the wait for the head and the chunks'
 // last-arriver sums are a longer chain than the O GEMV's launch.
-// 2 was first tried and dropped in session 36, before DEC_CARVE_KB (the
-// other blocks have left by then, so the GEMV's blocks take only free places,
-// and its weights stream while the combine's L2 round trip runs). On an
+// 2 was first tried and dropped in session 36, before DEC_CARVE_KB (when the
+// last block arrives the kv head's other blocks have left, so the GEMV's
+// blocks take only free places, and its weights stream while the combine's
+// L2 round trip runs). On an
 // H100, 7B Q8_0 decode tok/s at 128 / 4k, 3 runs, two rounds: 336.9 / 247.3
 // and 334.3 / 247.2 against 337.5 / 278.0 and 336.7 / 277.7: 11% slower at
 // 4k (1 lost 6-8% on the H200).

@@ -44,7 +44,7 @@ build90() { # OUT.so SOURCE [nvcc flags...]: a kernels library for sm_90 alone (
 log "gpu"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
 # a device call that may land on another card spends no time there
-if [ -n "${GPU_REQUIRE:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q -- "$GPU_REQUIRE"; then
+if [ -n "${GPU_REQUIRE:-}" ] && ! cut -d, -f1 "$OUT/gpu.txt" | grep -q -- "$GPU_REQUIRE"; then
 	echo "GPU_REQUIRE=$GPU_REQUIRE: not this GPU, stopping"; exit 3
 fi
 nvidia-smi -q 2>/dev/null | grep -iA4 "confidential\|conf compute" | head -20 | tee -a "$OUT/gpu.txt"
