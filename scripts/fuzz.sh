@@ -19,7 +19,7 @@ if [ $# -gt 1 ]; then
 	exit 2
 fi
 
-targets=$(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed -E 's/^\.\/(.*)\/[^/]*_test\.go:func (.*)/\1 \2/' | sort)
+targets=$(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed -E 's#^\./##; s#^(.*)/[^/]*_test\.go:func #\1 #; s#^[^/ ]*_test\.go:func #. #' | sort)
 if [ -z "$targets" ]; then
 	echo "scripts/fuzz.sh: no fuzz targets found" >&2
 	exit 1
