@@ -19,7 +19,9 @@ if [ $# -gt 1 ]; then
 	exit 2
 fi
 
-targets=$(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed -E 's#^\./##; s#^(.*)/[^/]*_test\.go:func #\1 #; s#^[^/ ]*_test\.go:func #. #' | sort)
+# The toolchain lists each package's fuzz targets, then an "ok  <package>" line.
+listing=$(go test -list '^Fuzz' ./...)
+targets=$(awk '/^Fuzz/ { names[n++] = $1; next } /^ok / { for (i = 0; i < n; i++) print $2, names[i]; n = 0 }' <<<"$listing")
 if [ -z "$targets" ]; then
 	echo "scripts/fuzz.sh: no fuzz targets found" >&2
 	exit 1
@@ -27,16 +29,16 @@ fi
 
 failed=0
 ran=0
-while read -r dir name; do
+while read -r pkg name; do
 	echo "$name" | grep -Eq -- "$pattern" || continue
 	ran=$((ran + 1))
 	log=$(mktemp)
-	if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -fuzzminimizetime=2s "./$dir" >"$log" 2>&1; then
+	if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -fuzzminimizetime=2s "$pkg" >"$log" 2>&1; then
 		execs=$(grep -Eo 'execs: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
-		echo "ok   ./$dir $name (${execs:-?} execs)"
+		echo "ok   $pkg $name (${execs:-?} execs)"
 	else
 		failed=$((failed + 1))
-		echo "FAIL ./$dir $name"
+		echo "FAIL $pkg $name"
 		sed 's/^/    /' "$log"
 	fi
 	rm -f "$log"
